@@ -1,0 +1,1 @@
+//! Mosaic bus broker.
