@@ -1,0 +1,469 @@
+//! The crate's bounded `/proc` layer.
+//!
+//! Invariants:
+//! - Parsers (`parse_stat`, `parse_status_uid`, `parse_environ`) are pure
+//!   functions over bytes, tested on fixture bytes; readers are thin wrappers
+//!   that open one file, read at most a fixed number of bytes and parse.
+//! - Every read is bounded (`STAT_MAX`, `STATUS_MAX`, `ENVIRON_MAX`); a file
+//!   longer than its bound is `ProcError::TooLarge`, never truncated silently.
+//! - Nothing here panics on `/proc` data: no `unwrap`/`expect`/indexing that
+//!   can fail on what the kernel (or a hostile `comm`) wrote.
+//! - `pid + starttime` alone is racy (PID reuse). Callers that need a stable
+//!   identity pin the process with a [`PidFd`], read `/proc`, then check
+//!   [`PidFd::is_alive`]: a live pidfd proves the PID was not reused in between.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Upper bound for `/proc/<pid>/stat` (a real one is < 1 KiB).
+pub const STAT_MAX: usize = 4096;
+/// Upper bound for `/proc/<pid>/status`.
+pub const STATUS_MAX: usize = 64 * 1024;
+/// Upper bound for `/proc/<pid>/environ`.
+pub const ENVIRON_MAX: usize = 1024 * 1024;
+
+/// `SO_PEERPIDFD` (Linux >= 6.5); defined here so older libc headers do not matter.
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// Why a `/proc` (or pidfd) operation failed. Kept small and `Copy`: callers
+/// map it onto their own wire codes; no path or OS text leaks through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProcError {
+    /// The process does not exist (ENOENT / ESRCH).
+    #[error("process gone")]
+    Gone,
+    /// The kernel refused access (EACCES / EPERM).
+    #[error("access denied")]
+    Denied,
+    /// The file did not have the expected shape.
+    #[error("malformed /proc data")]
+    Malformed,
+    /// The file exceeded its read bound.
+    #[error("/proc data exceeds bound")]
+    TooLarge,
+    /// The facility is not available on this kernel (pidfd, SO_PEERPIDFD).
+    #[error("unsupported by kernel")]
+    Unsupported,
+    /// Any other I/O failure.
+    #[error("I/O error")]
+    Io,
+}
+
+impl ProcError {
+    /// Map an errno onto the error classes above.
+    pub fn from_errno(errno: i32) -> ProcError {
+        match errno {
+            libc::ENOENT | libc::ESRCH => ProcError::Gone,
+            libc::EACCES | libc::EPERM => ProcError::Denied,
+            libc::ENOSYS | libc::ENOPROTOOPT => ProcError::Unsupported,
+            _ => ProcError::Io,
+        }
+    }
+
+    fn from_io(e: &io::Error) -> ProcError {
+        match e.raw_os_error() {
+            Some(errno) => ProcError::from_errno(errno),
+            None => ProcError::Io,
+        }
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` the crate needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Field 1.
+    pub pid: i32,
+    /// Field 4.
+    pub ppid: i32,
+    /// Field 22, in clock ticks since boot.
+    pub start_time: u64,
+}
+
+fn parse_dec<T: std::str::FromStr>(bytes: &[u8]) -> Result<T, ProcError> {
+    if bytes.is_empty() || bytes.len() > 20 {
+        return Err(ProcError::Malformed);
+    }
+    let digits = match bytes.first() {
+        Some(b'-') => bytes.get(1..).unwrap_or_default(),
+        _ => bytes,
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(ProcError::Malformed);
+    }
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(ProcError::Malformed)
+}
+
+/// Parse `/proc/<pid>/stat`. `comm` (field 2) may contain spaces and `)`,
+/// so fields 3.. are taken after the LAST `)`.
+pub fn parse_stat(bytes: &[u8]) -> Result<Stat, ProcError> {
+    if bytes.len() > STAT_MAX {
+        return Err(ProcError::TooLarge);
+    }
+    let open = bytes
+        .iter()
+        .position(|&b| b == b'(')
+        .ok_or(ProcError::Malformed)?;
+    let close = bytes
+        .iter()
+        .rposition(|&b| b == b')')
+        .ok_or(ProcError::Malformed)?;
+    if close < open {
+        return Err(ProcError::Malformed);
+    }
+    let head = bytes.get(..open).ok_or(ProcError::Malformed)?;
+    let head = head.strip_suffix(b" ").ok_or(ProcError::Malformed)?;
+    let pid: i32 = parse_dec(head)?;
+    let rest = bytes.get(close + 1..).ok_or(ProcError::Malformed)?;
+    let rest = rest.strip_prefix(b" ").ok_or(ProcError::Malformed)?;
+    let rest = rest.strip_suffix(b"\n").unwrap_or(rest);
+    // rest[0] is field 3 (state), rest[1] field 4 (ppid), rest[19] field 22.
+    let mut fields = rest.split(|&b| b == b' ');
+    let state = fields.next().ok_or(ProcError::Malformed)?;
+    if state.len() != 1 {
+        return Err(ProcError::Malformed);
+    }
+    let ppid: i32 = parse_dec(fields.next().ok_or(ProcError::Malformed)?)?;
+    let start = fields.nth(17).ok_or(ProcError::Malformed)?;
+    let start_time: u64 = parse_dec(start)?;
+    if pid <= 0 || ppid < 0 {
+        return Err(ProcError::Malformed);
+    }
+    Ok(Stat {
+        pid,
+        ppid,
+        start_time,
+    })
+}
+
+/// Real UID (first number of the `Uid:` line) from `/proc/<pid>/status` bytes.
+pub fn parse_status_uid(bytes: &[u8]) -> Result<u32, ProcError> {
+    if bytes.len() > STATUS_MAX {
+        return Err(ProcError::TooLarge);
+    }
+    for line in bytes.split(|&b| b == b'\n') {
+        if let Some(rest) = line.strip_prefix(b"Uid:") {
+            let real = rest
+                .split(|&b| b == b'\t' || b == b' ')
+                .find(|f| !f.is_empty())
+                .ok_or(ProcError::Malformed)?;
+            return parse_dec(real);
+        }
+    }
+    Err(ProcError::Malformed)
+}
+
+/// One environment entry: `(name, value)` as raw bytes.
+pub type EnvPair = (Vec<u8>, Vec<u8>);
+
+/// Split `/proc/<pid>/environ` bytes into `(name, value)` pairs at the first
+/// `=`. Empty entries and entries without `=` are skipped.
+pub fn parse_environ(bytes: &[u8]) -> Vec<EnvPair> {
+    bytes
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|&b| b == b'=')?;
+            let (name, value) = entry.split_at(eq);
+            let value = value.get(1..).unwrap_or_default();
+            Some((name.to_vec(), value.to_vec()))
+        })
+        .collect()
+}
+
+/// Read at most `max` bytes of `path`; longer is `TooLarge`.
+pub fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, ProcError> {
+    let file = File::open(path).map_err(|e| ProcError::from_io(&e))?;
+    let mut buf = Vec::with_capacity(max.min(8192));
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    file.take(limit)
+        .read_to_end(&mut buf)
+        .map_err(|e| ProcError::from_io(&e))?;
+    if buf.len() > max {
+        return Err(ProcError::TooLarge);
+    }
+    Ok(buf)
+}
+
+fn proc_path(pid: i32, leaf: &str) -> Result<PathBuf, ProcError> {
+    if pid <= 0 {
+        return Err(ProcError::Gone);
+    }
+    Ok(PathBuf::from(format!("/proc/{pid}/{leaf}")))
+}
+
+/// Read and parse `/proc/<pid>/stat`; the parsed pid must equal `pid`.
+pub fn read_stat(pid: i32) -> Result<Stat, ProcError> {
+    let stat = parse_stat(&read_bounded(&proc_path(pid, "stat")?, STAT_MAX)?)?;
+    if stat.pid != pid {
+        return Err(ProcError::Malformed);
+    }
+    Ok(stat)
+}
+
+/// Real UID of `pid` from `/proc/<pid>/status`.
+pub fn read_uid(pid: i32) -> Result<u32, ProcError> {
+    parse_status_uid(&read_bounded(&proc_path(pid, "status")?, STATUS_MAX)?)
+}
+
+/// Target of `/proc/<pid>/exe` (bounded by the kernel's PATH_MAX).
+pub fn read_exe(pid: i32) -> Result<PathBuf, ProcError> {
+    std::fs::read_link(proc_path(pid, "exe")?).map_err(|e| ProcError::from_io(&e))
+}
+
+/// Environment of `pid`, at most `ENVIRON_MAX` bytes. EACCES/EPERM (another
+/// user's process) is `ProcError::Denied`.
+pub fn read_environ(pid: i32) -> Result<Vec<EnvPair>, ProcError> {
+    Ok(parse_environ(&read_bounded(
+        &proc_path(pid, "environ")?,
+        ENVIRON_MAX,
+    )?))
+}
+
+/// Kernel-reported `(pid, uid, gid)` of a Unix socket peer (SO_PEERCRED).
+pub fn peer_cred(sock: impl AsFd) -> Result<(i32, u32, u32), ProcError> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: valid fd, out-pointer to a properly sized ucred and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(ProcError::from_errno(last_errno()));
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(ProcError::Malformed);
+    }
+    Ok((cred.pid, cred.uid, cred.gid))
+}
+
+fn last_errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// A pidfd: a reference to one process that cannot be confused with a later
+/// process reusing the same PID.
+#[derive(Debug)]
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    /// `pidfd_open(pid, 0)`. ENOSYS → `Unsupported`, ESRCH → `Gone`.
+    pub fn open(pid: i32) -> Result<PidFd, ProcError> {
+        if pid <= 0 {
+            return Err(ProcError::Gone);
+        }
+        // SAFETY: plain syscall with integer arguments.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(match last_errno() {
+                libc::EINVAL | libc::ENOSYS => ProcError::Unsupported,
+                e => ProcError::from_errno(e),
+            });
+        }
+        let fd = i32::try_from(fd).map_err(|_| ProcError::Io)?;
+        // SAFETY: the kernel just returned this fd to us; we own it.
+        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// A pidfd for the peer of a Unix socket (SO_PEERPIDFD). `Ok(None)` when
+    /// the kernel lacks it (ENOPROTOOPT / EINVAL / ENODATA / ENOSYS); the
+    /// caller then falls back to `PidFd::open` plus start-time re-reads.
+    /// ESRCH (peer already reaped) is `Err(Gone)`.
+    pub fn from_peer(sock: impl AsFd) -> Result<Option<PidFd>, ProcError> {
+        let mut fd: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: valid fd, out-pointer to an int and its length.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_fd().as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERPIDFD,
+                (&mut fd as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return match last_errno() {
+                libc::ENOPROTOOPT | libc::EINVAL | libc::ENODATA | libc::ENOSYS => Ok(None),
+                e => Err(ProcError::from_errno(e)),
+            };
+        }
+        if fd < 0 || len as usize != std::mem::size_of::<libc::c_int>() {
+            return Err(ProcError::Malformed);
+        }
+        // SAFETY: the kernel installed this fd for us; we own it.
+        Ok(Some(PidFd(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// True while the pinned process has not been reaped (signal 0 via
+    /// `pidfd_send_signal`; EPERM still means it exists).
+    pub fn is_alive(&self) -> bool {
+        // SAFETY: plain syscall; null siginfo is allowed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                0,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        rc == 0 || last_errno() == libc::EPERM
+    }
+}
+
+impl AsFd for PidFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_line(comm: &str, ppid: i32, start: u64) -> Vec<u8> {
+        // 52 fields as in a real 6.x kernel; field 22 is start.
+        let mut s = format!(
+            "4242 ({comm}) S {ppid} 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {start}"
+        );
+        for _ in 23..=52 {
+            s.push_str(" 0");
+        }
+        s.push('\n');
+        s.into_bytes()
+    }
+
+    #[test]
+    fn stat_plain() {
+        let st = parse_stat(&stat_line("bash", 17, 123456)).unwrap();
+        assert_eq!(
+            st,
+            Stat {
+                pid: 4242,
+                ppid: 17,
+                start_time: 123456
+            }
+        );
+    }
+
+    #[test]
+    fn stat_comm_with_spaces_and_parens() {
+        let st = parse_stat(&stat_line("a) S 1 2 3 (b) ) x", 99, 7)).unwrap();
+        assert_eq!((st.pid, st.ppid, st.start_time), (4242, 99, 7));
+    }
+
+    #[test]
+    fn stat_comm_with_newline_and_nonutf8() {
+        let mut line = b"5 (\xff\n) ".to_vec();
+        line.extend_from_slice(b"R 1 5 5 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 88 0 0\n");
+        let st = parse_stat(&line).unwrap();
+        assert_eq!((st.pid, st.ppid, st.start_time), (5, 1, 88));
+    }
+
+    #[test]
+    fn stat_truncated() {
+        let full = stat_line("x", 1, 55);
+        // Cut inside the fields before field 22.
+        let cut = full.iter().position(|&b| b == b'4').unwrap() + 40;
+        assert_eq!(parse_stat(&full[..cut]), Err(ProcError::Malformed));
+        assert_eq!(parse_stat(b"4242 (x"), Err(ProcError::Malformed));
+        assert_eq!(parse_stat(b""), Err(ProcError::Malformed));
+        assert_eq!(parse_stat(b"4242 (x) S"), Err(ProcError::Malformed));
+    }
+
+    #[test]
+    fn stat_bad_numbers() {
+        assert_eq!(
+            parse_stat(&stat_line("x", 1, 0)).map(|s| s.start_time),
+            Ok(0)
+        );
+        let bad = String::from_utf8(stat_line("x", 1, 5))
+            .unwrap()
+            .replace(" 1 4242", " 1x 4242");
+        assert_eq!(parse_stat(bad.as_bytes()), Err(ProcError::Malformed));
+        let neg = String::from_utf8(stat_line("x", 1, 5))
+            .unwrap()
+            .replacen("4242", "-3", 1);
+        assert_eq!(parse_stat(neg.as_bytes()), Err(ProcError::Malformed));
+        assert_eq!(
+            parse_stat(b"abc (x) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 9"),
+            Err(ProcError::Malformed)
+        );
+        let huge = vec![b'1'; STAT_MAX + 1];
+        assert_eq!(parse_stat(&huge), Err(ProcError::TooLarge));
+    }
+
+    #[test]
+    fn status_uid() {
+        let s = b"Name:\tbash\nUmask:\t0022\nState:\tS\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_status_uid(s), Ok(1000));
+        assert_eq!(parse_status_uid(b"Name:\tx\n"), Err(ProcError::Malformed));
+        assert_eq!(parse_status_uid(b"Uid:\t\n"), Err(ProcError::Malformed));
+        assert_eq!(parse_status_uid(b"Uid:\tx1\n"), Err(ProcError::Malformed));
+    }
+
+    #[test]
+    fn environ_split() {
+        let env = parse_environ(b"A=1\0B==2\0\0NOEQ\0C=\0");
+        assert_eq!(
+            env,
+            vec![
+                (b"A".to_vec(), b"1".to_vec()),
+                (b"B".to_vec(), b"=2".to_vec()),
+                (b"C".to_vec(), b"".to_vec()),
+            ]
+        );
+        assert!(parse_environ(b"").is_empty());
+    }
+
+    #[test]
+    fn real_self() {
+        let me = std::process::id() as i32;
+        let st = read_stat(me).unwrap();
+        assert_eq!(st.pid, me);
+        assert_eq!(st.ppid, unsafe { libc::getppid() });
+        assert_eq!(read_uid(me).unwrap(), unsafe { libc::getuid() });
+        assert!(read_exe(me).unwrap().is_absolute());
+        assert!(read_environ(me).is_ok());
+        let fd = PidFd::open(me).unwrap();
+        assert!(fd.is_alive());
+        assert_eq!(read_stat(i32::MAX).err(), Some(ProcError::Gone));
+        assert_eq!(PidFd::open(0).err(), Some(ProcError::Gone));
+    }
+
+    #[test]
+    fn reaped_child_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let fd = PidFd::open(child.id() as i32).unwrap();
+        child.wait().unwrap();
+        assert!(!fd.is_alive());
+    }
+
+    #[test]
+    fn peer_cred_and_pidfd_on_socketpair() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (pid, uid, gid) = peer_cred(&a).unwrap();
+        assert_eq!(pid, std::process::id() as i32);
+        assert_eq!(uid, unsafe { libc::getuid() });
+        assert_eq!(gid, unsafe { libc::getgid() });
+        if let Some(fd) = PidFd::from_peer(&a).unwrap() {
+            assert!(fd.is_alive());
+        }
+    }
+}
