@@ -1,1 +1,286 @@
-fn main() {}
+//! `mosaic-bus`: the writer broker's process entry point.
+//!
+//! Modes: `--host-fd N` (forked by a host), `--control PATH` (systemd or an
+//! operator), `--demo [DIR]` (the shipped example business, for trying it out).
+
+use mosaic_bus::error::Code;
+use mosaic_bus::host::channel::{self, End, Shared};
+use mosaic_bus::proof::VerifierFactory;
+use serde_json::json;
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+const HELP: &str = "\
+mosaic-bus: the Mosaic bus writer broker
+
+Usage:
+  mosaic-bus --host-fd N [--log-level LEVEL]
+  mosaic-bus --control PATH [--log-level LEVEL]
+  mosaic-bus --demo [DATA_ROOT] [--log-level LEVEL]
+  mosaic-bus --help | --version
+
+  --host-fd N       serve the host protocol on inherited socket fd N
+  --control PATH    listen for one host connection at a time on PATH (0600)
+  --demo [DIR]      boot the shipped example business on DIR (default ./mosaic-data)
+                    and serve until Ctrl-C
+  --log-level LEVEL error, warn, info (default), debug or trace
+
+Exit status: 0 after close, SIGTERM or SIGINT; 2 on a refused start, a
+host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr).
+";
+
+enum Mode {
+    HostFd(i32),
+    Control(PathBuf),
+    Demo(PathBuf),
+}
+
+fn refuse(code: Code) -> ExitCode {
+    eprintln!("{}", json!({"error": code.as_str()}));
+    ExitCode::from(2)
+}
+
+fn parse_args() -> Result<(Mode, String), Option<ExitCode>> {
+    let mut args = std::env::args().skip(1);
+    let mut mode = None;
+    let mut level = "info".to_string();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--help" | "-h" => {
+                print!("{HELP}");
+                return Err(Some(ExitCode::SUCCESS));
+            }
+            "--version" | "-V" => {
+                println!("mosaic-bus {}", env!("CARGO_PKG_VERSION"));
+                return Err(Some(ExitCode::SUCCESS));
+            }
+            "--host-fd" => {
+                let n = args
+                    .next()
+                    .and_then(|n| n.parse::<i32>().ok())
+                    .filter(|n| *n > 2);
+                mode = Some(Mode::HostFd(n.ok_or(None)?));
+            }
+            "--control" => mode = Some(Mode::Control(PathBuf::from(args.next().ok_or(None)?))),
+            "--demo" => {
+                let dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                mode = Some(Mode::Demo(dir.join("mosaic-data")));
+            }
+            "--log-level" => level = args.next().ok_or(None)?,
+            other if matches!(mode, Some(Mode::Demo(_))) && !other.starts_with('-') => {
+                let p = PathBuf::from(other);
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    std::env::current_dir().unwrap_or_default().join(p)
+                };
+                mode = Some(Mode::Demo(p));
+            }
+            _ => return Err(None),
+        }
+    }
+    if !matches!(
+        level.as_str(),
+        "error" | "warn" | "info" | "debug" | "trace"
+    ) {
+        return Err(None);
+    }
+    mode.map(|m| (m, level)).ok_or(None)
+}
+
+fn main() -> ExitCode {
+    // SAFETY: umask has no preconditions; every file we create is private.
+    unsafe { libc::umask(0o077) };
+    let (mode, level) = match parse_args() {
+        Ok(v) => v,
+        Err(Some(code)) => return code,
+        Err(None) => {
+            eprint!("{HELP}");
+            return refuse(Code::Usage);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+        .init();
+    let shared: Shared = Arc::new(Mutex::new(None));
+    install_signals(shared.clone());
+    let verifier: VerifierFactory = mosaic_bus::proof::spawn_default;
+    match mode {
+        Mode::HostFd(fd) => host_fd(fd, &shared, verifier),
+        Mode::Control(path) => control(&path, &shared, verifier),
+        Mode::Demo(dir) => demo(dir, &shared),
+    }
+}
+
+fn finish(shared: &Shared, end: End) -> ExitCode {
+    let rt = shared.lock().ok().and_then(|mut g| g.take());
+    if let Some(rt) = rt {
+        rt.close();
+    }
+    match end {
+        End::Closed => ExitCode::SUCCESS,
+        End::Lost => refuse(Code::ChannelLost),
+        End::BootRefused(code) => refuse(code),
+    }
+}
+
+fn host_fd(fd: i32, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
+    // The fd must be an open socket we inherited.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`, a valid stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return refuse(Code::Usage);
+    }
+    // SAFETY: fd is an open socket handed to us, owned from here on.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    let end = channel::serve(stream, shared, verifier);
+    finish(shared, end)
+}
+
+fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
+    if !path.is_absolute() {
+        return refuse(Code::Usage);
+    }
+    let parent_ok = path
+        .parent()
+        .and_then(|p| std::fs::symlink_metadata(p).ok())
+        .is_some_and(|m| {
+            m.file_type().is_dir() && m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o077 == 0
+        });
+    if !parent_ok {
+        return refuse(Code::UnsafePath);
+    }
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if !md.file_type().is_socket() || std::fs::remove_file(path).is_err() {
+            return refuse(Code::UnsafePath);
+        }
+    }
+    let Ok(listener) = UnixListener::bind(path) else {
+        return refuse(Code::UnsafePath);
+    };
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    mosaic_bus::host::notify::send("READY=1\nSTATUS=waiting for the host");
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let end = loop {
+        let Ok((conn, _)) = listener.accept() else {
+            continue;
+        };
+        if peer_uid(&conn) != Some(me) {
+            tracing::warn!(
+                code = "peer-uid",
+                "control connection from another user refused"
+            );
+            continue;
+        }
+        match channel::serve(conn, shared, verifier) {
+            End::Lost => {
+                let booted = shared.lock().map(|g| g.is_some()).unwrap_or(false);
+                mosaic_bus::host::notify::send(if booted {
+                    "STATUS=booted; host disconnected, waiting for the host"
+                } else {
+                    "STATUS=waiting for the host"
+                });
+                continue;
+            }
+            End::BootRefused(code) => {
+                mosaic_bus::host::notify::send("STATUS=waiting for the host (boot refused)");
+                tracing::warn!(code = code.as_str(), "boot refused");
+                continue;
+            }
+            End::Closed => break End::Closed,
+        }
+    };
+    mosaic_bus::host::notify::send("STOPPING=1\nSTATUS=closing");
+    let _ = std::fs::remove_file(path);
+    finish(shared, end)
+}
+
+fn peer_uid(conn: &UnixStream) -> Option<u32> {
+    mosaic_proofd::procfs::peer_cred(conn)
+        .ok()
+        .map(|(_, uid, _)| uid)
+}
+
+fn demo(dir: PathBuf, shared: &Shared) -> ExitCode {
+    use std::os::unix::fs::DirBuilderExt;
+    if !dir.exists()
+        && std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&dir)
+            .is_err()
+    {
+        return refuse(Code::DataRoot);
+    }
+    let business: serde_json::Value =
+        match serde_json::from_str(include_str!("../examples/business.json")) {
+            Ok(v) => v,
+            Err(_) => return refuse(Code::InvalidBusiness),
+        };
+    let config = json!({
+        "dataRoot": dir.to_string_lossy(),
+        "businesses": {"acme": business},
+        "readers": ["acme"],
+    });
+    let config = match mosaic_bus::BootConfig::from_json(config) {
+        Ok(c) => c,
+        Err(c) => return refuse(c),
+    };
+    let rt = match mosaic_bus::runtime::start_with(config, mosaic_bus::proof::spawn_default()) {
+        Ok(rt) => rt,
+        Err(c) => return refuse(c),
+    };
+    let reply = rt.boot_reply().clone();
+    println!("socket: {}", reply["path"].as_str().unwrap_or_default());
+    if let Some(cap) = reply["readers"][0]["cap"].as_str() {
+        println!("reader capability (acme): {cap}");
+    }
+    println!("serving; press Ctrl-C to stop");
+    if let Ok(mut g) = shared.lock() {
+        *g = Some(rt);
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
+fn install_signals(shared: Shared) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) else {
+        return;
+    };
+    let closing = Arc::new(AtomicBool::new(false));
+    let spawned = std::thread::Builder::new()
+        .name("bus-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if closing.swap(true, Ordering::SeqCst) {
+                    // A second signal while closing: give up at once.
+                    std::process::exit(2);
+                }
+                let c = closing.clone();
+                let s = shared.clone();
+                std::thread::spawn(move || {
+                    mosaic_bus::host::notify::send("STOPPING=1\nSTATUS=closing");
+                    let rt = s.lock().ok().and_then(|mut g| g.take());
+                    if let Some(rt) = rt {
+                        rt.close();
+                    }
+                    let _ = c;
+                    std::process::exit(0);
+                });
+            }
+        });
+    if spawned.is_err() {
+        tracing::warn!("cannot install signal handlers");
+    }
+}

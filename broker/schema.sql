@@ -1,0 +1,304 @@
+-- Mosaic bus evidence store, schema 3b.
+-- Pinned: the broker checks this file's SHA-256 and the sqlite_master it
+-- produces at every open. Change it only through a migration step.
+-- Every table is append-only: UPDATE and DELETE refuse, and an INSERT that
+-- would replace an existing key refuses. Validation lives in triggers rather
+-- than CHECK constraints where later schema steps are expected to change it,
+-- because a trigger can be replaced without rebuilding its table.
+
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL
+);
+
+-- Session, action, human-input, launch-control, task and review events.
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  business TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (length(kind) BETWEEN 3 AND 64),
+  role TEXT,
+  run TEXT,
+  subject TEXT,
+  body TEXT NOT NULL CHECK (json_valid(body) AND json_type(body) = 'object'),
+  at TEXT NOT NULL
+);
+CREATE INDEX events_subject ON events(subject, seq) WHERE subject IS NOT NULL;
+CREATE INDEX events_run ON events(business, run, kind);
+CREATE INDEX events_kind ON events(business, kind, seq);
+
+-- Decisions as raised. Closing and use are decision_events rows.
+CREATE TABLE decisions (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  business TEXT NOT NULL,
+  raised_by_role TEXT NOT NULL,
+  raised_by_run TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT,
+  class TEXT NOT NULL CHECK (class IN ('within-role', 'cross-role', 'gated')),
+  routed_to TEXT NOT NULL,
+  domain TEXT,
+  question TEXT NOT NULL,
+  options TEXT NOT NULL CHECK (json_valid(options) AND json_type(options) = 'array'),
+  recommendation TEXT NOT NULL,
+  approval_choice TEXT NOT NULL,
+  blocking INTEGER NOT NULL CHECK (blocking IN (0, 1)),
+  project TEXT,
+  task_ref TEXT,
+  requirement_ref TEXT,
+  supersedes TEXT REFERENCES decisions(id),
+  target_holder TEXT,
+  at TEXT NOT NULL
+);
+CREATE INDEX decisions_route ON decisions(business, routed_to, seq);
+CREATE INDEX decisions_task ON decisions(task_ref) WHERE task_ref IS NOT NULL;
+
+CREATE TABLE decision_events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  decision TEXT NOT NULL REFERENCES decisions(id),
+  kind TEXT NOT NULL CHECK (kind IN ('resolved', 'seen', 'withdrawn', 'consumed')),
+  by TEXT NOT NULL,
+  run TEXT,
+  choice TEXT,
+  note TEXT,
+  input TEXT REFERENCES events(id),
+  at TEXT NOT NULL
+);
+CREATE INDEX decision_events_decision ON decision_events(decision, seq);
+CREATE UNIQUE INDEX decision_events_one_close ON decision_events(decision)
+  WHERE kind IN ('resolved', 'withdrawn');
+CREATE UNIQUE INDEX decision_events_one_use ON decision_events(decision)
+  WHERE kind = 'consumed';
+
+-- Role claims: claim, release and revoke, per business and role instance.
+CREATE TABLE role_claims (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  business TEXT NOT NULL,
+  role TEXT NOT NULL,
+  run TEXT NOT NULL,
+  op TEXT NOT NULL CHECK (op IN ('claim', 'release', 'revoke')),
+  decision TEXT REFERENCES decisions(id),
+  by TEXT,
+  at TEXT NOT NULL
+);
+CREATE INDEX role_claims_role ON role_claims(business, role, seq);
+CREATE INDEX role_claims_run ON role_claims(run, seq);
+
+CREATE TABLE messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  business TEXT NOT NULL,
+  from_role TEXT NOT NULL,
+  from_run TEXT NOT NULL,
+  to_role TEXT NOT NULL,
+  class TEXT NOT NULL,
+  body TEXT NOT NULL,
+  in_reply_to TEXT REFERENCES messages(id),
+  corrects TEXT REFERENCES messages(id),
+  decision TEXT REFERENCES decisions(id),
+  request TEXT REFERENCES events(id),
+  at TEXT NOT NULL
+);
+CREATE INDEX messages_to ON messages(business, to_role, seq);
+CREATE INDEX messages_reply ON messages(in_reply_to, seq) WHERE in_reply_to IS NOT NULL;
+
+-- A message is handed over at most once; the run it went to is recorded.
+CREATE TABLE deliveries (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  message TEXT NOT NULL UNIQUE REFERENCES messages(id),
+  run TEXT NOT NULL,
+  at TEXT NOT NULL
+);
+CREATE INDEX deliveries_run ON deliveries(run, seq);
+
+CREATE TABLE read_receipts (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  message TEXT NOT NULL UNIQUE REFERENCES messages(id),
+  run TEXT NOT NULL,
+  at TEXT NOT NULL
+);
+
+-- Tracker snapshots as task sync stored them; the latest per task is current.
+CREATE TABLE task_snapshots (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  business TEXT NOT NULL,
+  task_ref TEXT NOT NULL,
+  read_at TEXT NOT NULL,
+  tombstone INTEGER NOT NULL CHECK (tombstone IN (0, 1)),
+  fields TEXT CHECK (fields IS NULL OR (json_valid(fields) AND json_type(fields) = 'object')),
+  at TEXT NOT NULL,
+  CHECK ((tombstone = 1) = (fields IS NULL))
+);
+CREATE INDEX task_snapshots_ref ON task_snapshots(business, task_ref, seq);
+
+-- Append-only guards.
+CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER meta_no_replace BEFORE INSERT ON meta
+  WHEN EXISTS (SELECT 1 FROM meta WHERE key = NEW.key)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER events_no_replace BEFORE INSERT ON events
+  WHEN EXISTS (SELECT 1 FROM events WHERE seq = NEW.seq OR id = NEW.id)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER decisions_no_update BEFORE UPDATE ON decisions BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER decisions_no_delete BEFORE DELETE ON decisions BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER decisions_no_replace BEFORE INSERT ON decisions
+  WHEN EXISTS (SELECT 1 FROM decisions WHERE seq = NEW.seq OR id = NEW.id)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER decision_events_no_update BEFORE UPDATE ON decision_events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER decision_events_no_delete BEFORE DELETE ON decision_events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER decision_events_no_replace BEFORE INSERT ON decision_events
+  WHEN EXISTS (SELECT 1 FROM decision_events WHERE seq = NEW.seq)
+    OR (NEW.kind IN ('resolved', 'withdrawn') AND EXISTS (SELECT 1 FROM decision_events
+        WHERE decision = NEW.decision AND kind IN ('resolved', 'withdrawn')))
+    OR (NEW.kind = 'consumed' AND EXISTS (SELECT 1 FROM decision_events
+        WHERE decision = NEW.decision AND kind = 'consumed'))
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER role_claims_no_update BEFORE UPDATE ON role_claims BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER role_claims_no_delete BEFORE DELETE ON role_claims BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER role_claims_no_replace BEFORE INSERT ON role_claims
+  WHEN EXISTS (SELECT 1 FROM role_claims WHERE seq = NEW.seq)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER messages_no_delete BEFORE DELETE ON messages BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER messages_no_replace BEFORE INSERT ON messages
+  WHEN EXISTS (SELECT 1 FROM messages WHERE seq = NEW.seq OR id = NEW.id)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER deliveries_no_update BEFORE UPDATE ON deliveries BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER deliveries_no_delete BEFORE DELETE ON deliveries BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER deliveries_no_replace BEFORE INSERT ON deliveries
+  WHEN EXISTS (SELECT 1 FROM deliveries WHERE seq = NEW.seq OR message = NEW.message)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER read_receipts_no_update BEFORE UPDATE ON read_receipts BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER read_receipts_no_delete BEFORE DELETE ON read_receipts BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER read_receipts_no_replace BEFORE INSERT ON read_receipts
+  WHEN EXISTS (SELECT 1 FROM read_receipts WHERE seq = NEW.seq OR message = NEW.message)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+CREATE TRIGGER task_snapshots_no_update BEFORE UPDATE ON task_snapshots BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER task_snapshots_no_delete BEFORE DELETE ON task_snapshots BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER task_snapshots_no_replace BEFORE INSERT ON task_snapshots
+  WHEN EXISTS (SELECT 1 FROM task_snapshots WHERE seq = NEW.seq)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+
+-- Timestamps: canonical millisecond UTC, strictly increasing within each
+-- table (the broker's clock makes them strictly increasing across tables).
+CREATE TRIGGER events_at BEFORE INSERT ON events
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM events ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER decisions_at BEFORE INSERT ON decisions
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM decisions ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER decision_events_at BEFORE INSERT ON decision_events
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM decision_events ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER role_claims_at BEFORE INSERT ON role_claims
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM role_claims ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER messages_at BEFORE INSERT ON messages
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM messages ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER deliveries_at BEFORE INSERT ON deliveries
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM deliveries ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER read_receipts_at BEFORE INSERT ON read_receipts
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.at <= (SELECT at FROM read_receipts ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+CREATE TRIGGER task_snapshots_at BEFORE INSERT ON task_snapshots
+  WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
+    OR NEW.read_at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.read_at)
+    OR NEW.at <= (SELECT at FROM task_snapshots ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+
+-- Evidence rules the broker also checks; the database backs them up.
+CREATE TRIGGER role_claims_one_holder BEFORE INSERT ON role_claims
+  WHEN NEW.op = 'claim' AND (SELECT op FROM role_claims
+    WHERE business = NEW.business AND role = NEW.role ORDER BY seq DESC LIMIT 1) = 'claim'
+  BEGIN SELECT RAISE(ABORT, 'role-held'); END;
+CREATE TRIGGER role_claims_release_by_holder BEFORE INSERT ON role_claims
+  WHEN NEW.op = 'release' AND NOT EXISTS (SELECT 1 FROM (SELECT op, run FROM role_claims
+    WHERE business = NEW.business AND role = NEW.role ORDER BY seq DESC LIMIT 1)
+    WHERE op = 'claim' AND run = NEW.run)
+  BEGIN SELECT RAISE(ABORT, 'not-holder'); END;
+CREATE TRIGGER role_revoke_needs_decision BEFORE INSERT ON role_claims
+  WHEN NEW.op = 'revoke' AND NEW.decision IS NULL
+  BEGIN SELECT RAISE(ABORT, 'revoke-needs-decision'); END;
+CREATE TRIGGER role_claims_revoked_run BEFORE INSERT ON role_claims
+  WHEN NEW.op = 'claim' AND EXISTS (SELECT 1 FROM role_claims
+    WHERE run = NEW.run AND business = NEW.business AND role = NEW.role AND op = 'revoke')
+  BEGIN SELECT RAISE(ABORT, 'run-revoked'); END;
+
+CREATE TRIGGER messages_class BEFORE INSERT ON messages
+  WHEN NEW.class NOT IN ('REQUEST', 'ASSIGNMENT', 'REVIEW-REQUEST', 'REVIEW-RESULT',
+    'RESULT', 'INFO', 'DECISION', 'REACTION')
+  BEGIN SELECT RAISE(ABORT, 'invalid-class'); END;
+CREATE TRIGGER messages_same_business BEFORE INSERT ON messages
+  WHEN (NEW.in_reply_to IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages
+        WHERE id = NEW.in_reply_to AND business = NEW.business))
+    OR (NEW.corrects IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages
+        WHERE id = NEW.corrects AND business = NEW.business))
+    OR (NEW.decision IS NOT NULL AND NOT EXISTS (SELECT 1 FROM decisions
+        WHERE id = NEW.decision AND business = NEW.business))
+    OR (NEW.request IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events
+        WHERE id = NEW.request AND business = NEW.business AND kind = 'human.input'))
+  BEGIN SELECT RAISE(ABORT, 'cross-business'); END;
+CREATE TRIGGER read_receipts_by_recipient BEFORE INSERT ON read_receipts
+  WHEN NOT EXISTS (SELECT 1 FROM deliveries WHERE message = NEW.message AND run = NEW.run)
+  BEGIN SELECT RAISE(ABORT, 'not-delivered'); END;
+CREATE TRIGGER events_task_subject BEFORE INSERT ON events
+  WHEN json_extract(NEW.body, '$.task_ref') IS NOT NULL
+    AND NEW.subject IS NOT json_extract(NEW.body, '$.task_ref')
+  BEGIN SELECT RAISE(ABORT, 'task-subject'); END;
+CREATE TRIGGER decision_events_same_business BEFORE INSERT ON decision_events
+  WHEN NEW.input IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events e JOIN decisions d
+    ON d.id = NEW.decision WHERE e.id = NEW.input AND e.business = d.business
+    AND e.kind = 'human.input')
+  BEGIN SELECT RAISE(ABORT, 'cross-business'); END;
+
+-- Projections.
+CREATE VIEW task_current AS
+  SELECT s.* FROM task_snapshots s
+  WHERE s.seq = (SELECT max(seq) FROM task_snapshots t
+                 WHERE t.business = s.business AND t.task_ref = s.task_ref);
+
+CREATE VIEW role_current AS
+  SELECT c.* FROM role_claims c
+  WHERE c.seq = (SELECT max(seq) FROM role_claims d
+                 WHERE d.business = c.business AND d.role = c.role);
+
+CREATE VIEW role_holders AS
+  SELECT business, role, run, at AS since FROM role_current WHERE op = 'claim';
+
+CREATE VIEW decision_state AS
+  SELECT d.*,
+    (SELECT kind FROM decision_events e WHERE e.decision = d.id
+       AND e.kind IN ('resolved', 'withdrawn')) AS closed_kind,
+    (SELECT choice FROM decision_events e WHERE e.decision = d.id
+       AND e.kind = 'resolved') AS choice,
+    EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id
+       AND e.kind = 'consumed') AS consumed
+  FROM decisions d;
+
+CREATE VIEW message_state AS
+  SELECT m.*, dl.run AS delivered_to, dl.at AS delivered_at,
+    rr.at AS read_at
+  FROM messages m
+  LEFT JOIN deliveries dl ON dl.message = m.id
+  LEFT JOIN read_receipts rr ON rr.message = m.id;

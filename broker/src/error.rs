@@ -1,0 +1,190 @@
+//! Every refusal the broker can give, as a static kebab-case code.
+//!
+//! This is the one list. A code is what crosses the wire (`{"ok":false,"error":CODE}`),
+//! what a refused boot prints on stderr, and what the README documents. Internal
+//! causes (SQLite errors, I/O errors) are logged by kind and mapped to one of these;
+//! their text never reaches a client.
+
+use std::fmt;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $variant:ident => $text:literal, )*) => {
+        /// A static refusal code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Code {
+            /// Every code, in declaration order (the README table follows it).
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+
+            /// The wire string.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Code::$variant => $text, )* }
+            }
+        }
+    };
+}
+
+codes! {
+    // --- start, boot and the host channel -------------------------------
+    /// The command line is malformed.
+    Usage => "usage",
+    /// The boot config or a host op is malformed (shape, types, unknown keys).
+    InvalidConfig => "invalid-config",
+    /// A normalized business fails validation.
+    InvalidBusiness => "invalid-business",
+    /// `dataRoot` is not an absolute, existing directory owned by the user.
+    DataRoot => "data-root",
+    /// A path under `bus/` is a symlink, not the expected file type, not owned, or too open.
+    UnsafePath => "unsafe-path",
+    /// `writer.lock` exists: another broker runs, or one crashed and an operator must act.
+    WriterLocked => "writer-locked",
+    /// The database carries a schema version this broker does not run.
+    SchemaVersion => "schema-version",
+    /// The schema source or the produced `sqlite_master` differs from the pinned digest.
+    SchemaDigest => "schema-digest",
+    /// The database exists but its metadata is missing or malformed.
+    SchemaMetadata => "schema-metadata",
+    /// `quick_check` or `foreign_key_check` failed.
+    Integrity => "integrity",
+    /// The database is not in WAL mode.
+    JournalMode => "journal-mode",
+    /// A stored timestamp is not canonical or not strictly increasing.
+    Timestamp => "timestamp",
+    /// The requirements file is missing, unreadable or malformed.
+    InvalidRequirements => "invalid-requirements",
+    /// The first host message was not a boot.
+    BootRequired => "boot-required",
+    /// A second boot on a booted broker.
+    AlreadyBooted => "already-booted",
+    /// A host op the protocol does not know.
+    UnknownOp => "unknown-op",
+    /// The host channel was lost.
+    ChannelLost => "channel-lost",
+    /// The control socket peer is not the broker's user.
+    PeerUid => "peer-uid",
+    /// The proof helper could not be started.
+    ProofdSpawn => "proofd-spawn",
+
+    // --- launches -----------------------------------------------------------
+    /// A launch record is malformed.
+    InvalidLaunch => "invalid-launch",
+    /// A launch names a harness that is not a plug-in module name.
+    InvalidHarness => "invalid-harness",
+    /// The launch's pid and start time do not name a live process.
+    ProcessMismatch => "process-mismatch",
+    /// A rebind changes the recorded role, harness, address or process identity.
+    LaunchMismatch => "launch-mismatch",
+    /// The run already ended.
+    RunEnded => "run-ended",
+    /// The run is not bound by this broker.
+    UnknownRun => "unknown-run",
+    /// The business id is not configured.
+    UnknownBusiness => "unknown-business",
+
+    // --- client socket ------------------------------------------------------
+    /// Malformed frame, envelope or arguments; unknown keys.
+    InvalidRequest => "invalid-request",
+    /// The frame exceeds its size limit.
+    RequestTooLarge => "request-too-large",
+    /// The frame was not complete within the deadline.
+    RequestTimeout => "request-timeout",
+    /// The verb does not exist.
+    UnknownVerb => "unknown-verb",
+    /// The verb exists in the spec but this build does not serve it yet.
+    NotImplemented => "not-implemented",
+    /// The capability is unknown (never issued, or dropped when its run ended).
+    UnknownCapability => "unknown-capability",
+    /// The role or instance is not part of the business.
+    UnknownRole => "unknown-role",
+    /// Another run holds the role.
+    RoleHeld => "role-held",
+    /// The caller does not hold the role.
+    NotHolder => "not-holder",
+    /// The run was revoked from this role and may not claim it again.
+    RunRevoked => "run-revoked",
+    /// A reader capability asked for a mutation.
+    ReadOnly => "read-only",
+    /// The verb is for the human (or human and reader sessions) only.
+    HumanRequired => "human-required",
+    /// The verb is for role sessions only.
+    AgentRequired => "agent-required",
+    /// The action is not permitted.
+    NotAuthorized => "not-authorized",
+    /// Writing to the store failed; nothing was committed.
+    StorageUnavailable => "storage-unavailable",
+
+    // --- process proof (human and tester) ----------------------------------
+    /// The proof's pid is not the socket peer's pid.
+    ProofPid => "proof-pid",
+    /// The peer's executable is not the configured shim.
+    ProofExe => "proof-exe",
+    /// The peer runs as another user.
+    ProofUid => "proof-uid",
+    /// The peer's start time differs from the proof's.
+    ProofStartTime => "proof-start-time",
+    /// The nonce is not in the shim's own environment.
+    ProofNonce => "proof-nonce",
+    /// A `/proc` read failed.
+    ProofUnreadable => "proof-unreadable",
+    /// The ancestry has a loop.
+    ProofAncestryLoop => "proof-ancestry-loop",
+    /// An ancestor vanished during the walk.
+    ProofAncestryVanished => "proof-ancestry-vanished",
+    /// A known launch is an ancestor of the shim.
+    ProofLaunchAncestor => "proof-launch-ancestor",
+    /// A run marker is in the shim's or an ancestor's environment.
+    ProofRunMarker => "proof-run-marker",
+    /// The proof helper is not available; it is being restarted.
+    ProofUnavailable => "proof-unavailable",
+    /// A tester shim runs under a managed run.
+    TesterRequired => "tester-required",
+    /// The business does not enable testers (`bus.tester`).
+    TesterOff => "tester-off",
+    /// The verb is not open to tester sessions.
+    TesterRefused => "tester-refused",
+
+    // --- client library -----------------------------------------------------
+    /// The connection failed or timed out after the request may have been sent.
+    OutcomeUnknown => "outcome-unknown",
+    /// The reply exceeded the client's 4 MiB cap.
+    ResponseTooLarge => "response-too-large",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for Code {}
+
+impl Code {
+    /// Looks a wire string up; `None` for strings no code has.
+    pub fn parse(s: &str) -> Option<Code> {
+        Code::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_kebab_case() {
+        let mut seen = HashSet::new();
+        for c in Code::ALL {
+            let s = c.as_str();
+            assert!(seen.insert(s), "duplicate code {s}");
+            assert!(
+                s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'-' || b.is_ascii_digit()),
+                "{s} is not kebab-case"
+            );
+            assert_eq!(Code::parse(s), Some(*c));
+        }
+    }
+}

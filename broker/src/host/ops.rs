@@ -1,0 +1,99 @@
+//! Host ops after boot: one request, one reply, the `id` echoed.
+
+use crate::config::LaunchRecord;
+use crate::error::Code;
+use crate::runtime::Runtime;
+use crate::server::envelope::{self, refusal};
+use serde_json::{json, Map, Value};
+
+/// Ops the spec names that later issues will serve.
+const PLANNED: &[&str] = &[
+    "authorizeLaunch",
+    "refuse",
+    "credentialStatus",
+    "checkPush",
+    "recordPush",
+    "reviewFetch",
+    "authorize",
+    "recordEvent",
+    "recordTask",
+];
+
+/// What the channel loop should do after answering.
+pub enum After {
+    Continue,
+    Close,
+}
+
+fn take_str(m: &mut Map<String, Value>, key: &str) -> Result<String, Code> {
+    match m.remove(key) {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Ok(s),
+        _ => Err(Code::InvalidRequest),
+    }
+}
+
+/// Answers one host op.
+pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
+    let id = envelope::safe_id(&v);
+    let Value::Object(mut m) = v else {
+        return (refusal(Code::InvalidRequest, None), After::Continue);
+    };
+    m.remove("id");
+    let op = match m.remove("op") {
+        Some(Value::String(s)) => s,
+        _ => return (refusal(Code::InvalidRequest, id), After::Continue),
+    };
+    let with_id = |mut reply: Value| {
+        if let (Some(id), Some(o)) = (id, reply.as_object_mut()) {
+            o.insert("id".into(), json!(id));
+        }
+        reply
+    };
+    let result = match op.as_str() {
+        "close" if m.is_empty() => return (with_id(json!({"ok": true})), After::Close),
+        "boot" => Err(Code::AlreadyBooted),
+        "bindLaunch" => bind_launch(rt, m).map(|launch| json!({"ok": true, "launch": launch})),
+        "identity" => take_str(&mut m, "cap").and_then(|cap| {
+            if !m.is_empty() {
+                return Err(Code::InvalidRequest);
+            }
+            rt.identity(&cap).map(|r| json!({"ok": true, "result": r}))
+        }),
+        "endLaunch" => end_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "close" => Err(Code::InvalidRequest),
+        other if PLANNED.contains(&other) => Err(Code::NotImplemented),
+        _ => Err(Code::UnknownOp),
+    };
+    match result {
+        Ok(reply) => (with_id(reply), After::Continue),
+        Err(code) => (refusal(code, id), After::Continue),
+    }
+}
+
+fn bind_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let record = m.remove("record").ok_or(Code::InvalidLaunch)?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.bind_launch(LaunchRecord::from_json(record)?)
+}
+
+fn end_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let Some(Value::Object(mut rec)) = m.remove("record") else {
+        return Err(Code::InvalidRequest);
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    let business = take_str(&mut rec, "business")?;
+    let run = take_str(&mut rec, "run")?;
+    let reason = take_str(&mut rec, "reason")?;
+    let exit_code = match rec.remove("exitCode") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_i64().ok_or(Code::InvalidRequest)?),
+    };
+    if !rec.is_empty() || !crate::config::is_reason(&reason) {
+        return Err(Code::InvalidRequest);
+    }
+    rt.end_launch(&business, &run, &reason, exit_code)
+}

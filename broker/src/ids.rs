@@ -1,0 +1,56 @@
+//! Random identifiers: capabilities (256-bit, base64url) and record ids (UUID v4).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // The OS RNG failing is not recoverable for a security component.
+    if getrandom::getrandom(&mut b).is_err() {
+        tracing::error!(code = "rng-failed", "the OS random number generator failed");
+        std::process::abort();
+    }
+    b
+}
+
+/// A fresh 256-bit capability, base64url without padding (43 characters).
+pub fn capability() -> String {
+    URL_SAFE_NO_PAD.encode(random::<32>())
+}
+
+/// A fresh UUID v4 in its lowercase hyphenated form.
+pub fn uuid() -> String {
+    let mut b = random::<16>();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// True for a lowercase hyphenated UUID.
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shapes() {
+        let c = super::capability();
+        assert_eq!(c.len(), 43);
+        assert_ne!(c, super::capability());
+        assert!(super::is_uuid(&super::uuid()));
+    }
+}

@@ -1,0 +1,3 @@
+//! Policy: pure functions over plain data (no socket, no database).
+
+pub mod actions;

@@ -1,0 +1,220 @@
+//! The embedded runtime: `start_broker(config)` does everything a boot does
+//! and returns a handle whose methods are the host ops. The forked and
+//! systemd modes drive this same handle from their host channel.
+
+use crate::config::{BootConfig, LaunchRecord};
+use crate::core::Core;
+use crate::error::Code;
+use crate::proof::{ProofGate, Verifier};
+use crate::server::{self, Ctx};
+use crate::store::root::BusDir;
+use crate::store::Store;
+use crate::writer::Writer;
+use serde_json::{json, Value};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
+
+/// A running broker.
+pub struct Runtime {
+    writer: Writer,
+    writer_thread: Option<std::thread::JoinHandle<Core>>,
+    rt: Option<tokio::runtime::Runtime>,
+    shutdown: watch::Sender<bool>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    ctx: Arc<Ctx>,
+    bus: BusDir,
+    boot_reply: Value,
+}
+
+/// Starts a broker: data root, lock, store, launches, readers, socket.
+/// A refusal leaves no lock behind (nothing was served).
+pub fn start_broker(config: BootConfig) -> Result<Runtime, Code> {
+    start_with(config, None)
+}
+
+/// [`start_broker`] with a proof helper for human and tester sessions.
+pub fn start_with(
+    config: BootConfig,
+    verifier: Option<Box<dyn Verifier>>,
+) -> Result<Runtime, Code> {
+    let bus = BusDir::acquire(&config.data_root)?;
+    match start_locked(config, verifier, &bus) {
+        Ok((writer, thread, rt, shutdown, server, ctx, reply)) => Ok(Runtime {
+            writer,
+            writer_thread: Some(thread),
+            rt: Some(rt),
+            shutdown,
+            server: Some(server),
+            ctx,
+            bus,
+            boot_reply: reply,
+        }),
+        Err(code) => {
+            bus.release();
+            Err(code)
+        }
+    }
+}
+
+type Started = (
+    Writer,
+    std::thread::JoinHandle<Core>,
+    tokio::runtime::Runtime,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+    Arc<Ctx>,
+    Value,
+);
+
+fn start_locked(
+    config: BootConfig,
+    verifier: Option<Box<dyn Verifier>>,
+    bus: &BusDir,
+) -> Result<Started, Code> {
+    let requirements = match &config.requirements {
+        Some(p) => Some(crate::config::load_requirements(p)?),
+        None => None,
+    };
+    let store = Store::open(&bus.db_path())?;
+    let config = Arc::new(config);
+    let gate = Arc::new(ProofGate::new(config.clone(), verifier));
+    let mut core = Core::new(store, config.clone());
+    core.requirements = requirements;
+    let mut launches = Vec::new();
+    for record in config.launches.clone() {
+        launches.push(core.bind_launch(record)?);
+    }
+    gate.set_launches(&core.launch_identities());
+    let g = gate.clone();
+    core.on_launches = Some(Box::new(move |ids| g.set_launches(&ids)));
+    let readers: Vec<Value> = core
+        .readers
+        .iter()
+        .map(|(b, c)| json!({"business": b, "cap": c}))
+        .collect();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("bus-io")
+        .enable_all()
+        .build()
+        .map_err(|_| Code::StorageUnavailable)?;
+    let path = bus.socket_path();
+    clear_stale_socket(&path)?;
+    let listener = {
+        let _guard = rt.enter();
+        tokio::net::UnixListener::bind(&path).map_err(|_| Code::UnsafePath)?
+    };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|_| Code::UnsafePath)?;
+    let (writer, thread) = Writer::spawn(core);
+    let ctx = Arc::new(Ctx {
+        writer: writer.clone(),
+        proof: gate,
+        active: AtomicUsize::new(0),
+        permits: Semaphore::new(server::MAX_CONNECTIONS),
+    });
+    let (shutdown, rx) = watch::channel(false);
+    let server = rt.spawn(server::serve(listener, ctx.clone(), rx));
+    let reply = json!({
+        "ok": true,
+        "path": path.to_string_lossy(),
+        "launches": launches,
+        "readers": readers,
+    });
+    tracing::info!("broker serving");
+    Ok((writer, thread, rt, shutdown, server, ctx, reply))
+}
+
+/// A socket left by a crashed broker may be replaced once we hold the lock;
+/// anything else at that path refuses.
+fn clear_stale_socket(path: &PathBuf) -> Result<(), Code> {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Ok(()),
+        Ok(md) => {
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if md.file_type().is_socket() && md.uid() == me {
+                std::fs::remove_file(path).map_err(|_| Code::UnsafePath)
+            } else {
+                Err(Code::UnsafePath)
+            }
+        }
+    }
+}
+
+impl Runtime {
+    /// The boot reply: `{ok, path, launches, readers}`.
+    pub fn boot_reply(&self) -> &Value {
+        &self.boot_reply
+    }
+
+    /// The client socket path.
+    pub fn socket_path(&self) -> PathBuf {
+        self.bus.socket_path()
+    }
+
+    /// The writer handle (for host ops).
+    pub fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    /// `bindLaunch`.
+    pub fn bind_launch(&self, record: LaunchRecord) -> Result<Value, Code> {
+        self.writer.run_blocking(move |c| c.bind_launch(record))?
+    }
+
+    /// `identity`.
+    pub fn identity(&self, cap: &str) -> Result<Value, Code> {
+        let cap = cap.to_string();
+        self.writer.run_blocking(move |c| c.identity(&cap))?
+    }
+
+    /// `endLaunch`.
+    pub fn end_launch(
+        &self,
+        business: &str,
+        run: &str,
+        reason: &str,
+        exit_code: Option<i64>,
+    ) -> Result<Value, Code> {
+        let (b, r, why) = (business.to_string(), run.to_string(), reason.to_string());
+        self.writer
+            .run_blocking(move |c| c.end_launch(&b, &r, &why, exit_code))?
+    }
+
+    /// Closes in order: stop accepting, let in-flight requests finish (up to
+    /// five seconds), stop the writer (closing the database), then remove the
+    /// socket and the lock.
+    pub fn close(mut self) {
+        let _ = self.shutdown.send(true);
+        if let (Some(rt), Some(server)) = (self.rt.as_ref(), self.server.take()) {
+            let _ = rt.block_on(server);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.ctx.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+        let Runtime {
+            writer,
+            writer_thread,
+            ctx,
+            bus,
+            ..
+        } = self;
+        drop(writer);
+        drop(ctx);
+        if let Some(t) = writer_thread {
+            let _ = t.join();
+        }
+        bus.release();
+        tracing::info!("broker closed");
+    }
+}

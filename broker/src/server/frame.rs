@@ -1,0 +1,52 @@
+//! Bounded framing: one JSON line per connection, read under a size cap and
+//! a deadline. No verb handler ever sees bytes.
+
+use crate::error::Code;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+/// The request cap, newline included.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// How long a client has to deliver its whole frame.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Reads one frame: the bytes before the first newline. Refuses a frame
+/// that is too large, not finished within the deadline, ended by EOF, or
+/// followed by bytes already received.
+pub async fn read_frame<R: AsyncReadExt + Unpin>(
+    r: &mut R,
+    max: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, Code> {
+    let mut buf = Vec::with_capacity(1024);
+    let work = async {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let n = r.read(&mut chunk).await.map_err(|_| Code::InvalidRequest)?;
+            if n == 0 {
+                return Err(Code::InvalidRequest);
+            }
+            let start = buf.len();
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
+                let end = start + pos;
+                if end + 1 > max {
+                    return Err(Code::RequestTooLarge);
+                }
+                if buf.len() > end + 1 {
+                    return Err(Code::InvalidRequest);
+                }
+                buf.truncate(end);
+                return Ok(());
+            }
+            if buf.len() >= max {
+                return Err(Code::RequestTooLarge);
+            }
+        }
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(Ok(())) => Ok(buf),
+        Ok(Err(c)) => Err(c),
+        Err(_) => Err(Code::RequestTimeout),
+    }
+}

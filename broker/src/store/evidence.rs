@@ -1,0 +1,134 @@
+//! The append-only writer: one function per kind of row. Every row gets its
+//! timestamp from the transaction's clock; nothing here updates or deletes.
+
+use super::{map_sql_error, Tx};
+use crate::error::Code;
+use crate::ids;
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+/// Who acted: the role and run recorded on an event (`human`/`human-cli` for the CLI).
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub role: Option<&'a str>,
+    pub run: Option<&'a str>,
+}
+
+/// A stored event's id and timestamp.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub id: String,
+    pub at: String,
+}
+
+pub fn insert_event(
+    t: &mut Tx<'_>,
+    business: &str,
+    kind: &str,
+    actor: Actor<'_>,
+    subject: Option<&str>,
+    body: &Value,
+) -> Result<Written, Code> {
+    let id = ids::uuid();
+    let at = t.now();
+    t.tx.execute(
+        "INSERT INTO events(id, business, kind, role, run, subject, body, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            id,
+            business,
+            kind,
+            actor.role,
+            actor.run,
+            subject,
+            body.to_string(),
+            at
+        ],
+    )
+    .map_err(|e| map_sql_error(&e))?;
+    Ok(Written { id, at })
+}
+
+/// A claim, release or revoke row.
+pub fn insert_claim(
+    t: &mut Tx<'_>,
+    business: &str,
+    role: &str,
+    run: &str,
+    op: &str,
+    decision: Option<&str>,
+    by: Option<&str>,
+) -> Result<Written, Code> {
+    let at = t.now();
+    t.tx.execute(
+        "INSERT INTO role_claims(business, role, run, op, decision, by, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![business, role, run, op, decision, by, at],
+    )
+    .map_err(|e| map_sql_error(&e))?;
+    Ok(Written {
+        id: t.tx.last_insert_rowid().to_string(),
+        at,
+    })
+}
+
+/// The run holding `(business, role)`, if any.
+pub fn holder(
+    tx: &rusqlite::Connection,
+    business: &str,
+    role: &str,
+) -> Result<Option<String>, Code> {
+    tx.query_row(
+        "SELECT op, run FROM role_claims WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
+        params![business, role],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    )
+    .optional()
+    .map_err(|e| map_sql_error(&e))
+    .map(|o| o.and_then(|(op, run)| (op == "claim").then_some(run)))
+}
+
+/// True when `run` was revoked from `(business, role)`.
+pub fn revoked(
+    tx: &rusqlite::Connection,
+    business: &str,
+    role: &str,
+    run: &str,
+) -> Result<bool, Code> {
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM role_claims WHERE run = ?1 AND business = ?2 AND role = ?3 AND op = 'revoke')",
+        params![run, business, role],
+        |r| r.get(0),
+    )
+    .map_err(|e| map_sql_error(&e))
+}
+
+/// The body of a run's `session.launched` and whether it has `session.ended`.
+pub fn session_of(
+    conn: &rusqlite::Connection,
+    business: &str,
+    run: &str,
+) -> Result<(Option<Value>, bool), Code> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT kind, body FROM events WHERE business = ?1 AND run = ?2
+             AND kind IN ('session.launched', 'session.ended') ORDER BY seq",
+        )
+        .map_err(|e| map_sql_error(&e))?;
+    let rows = stmt
+        .query_map(params![business, run], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(|e| map_sql_error(&e))?;
+    let mut launched = None;
+    let mut ended = false;
+    for row in rows {
+        let (kind, body) = row.map_err(|e| map_sql_error(&e))?;
+        if kind == "session.launched" && launched.is_none() {
+            launched = serde_json::from_str(&body).ok();
+        } else if kind == "session.ended" {
+            ended = true;
+        }
+    }
+    Ok((launched, ended))
+}

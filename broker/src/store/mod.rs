@@ -1,0 +1,260 @@
+//! The evidence store: one read-write SQLite connection, opened only after
+//! every check passes, written one transaction per verb.
+//!
+//! Invariants: only this module issues SQL that writes; the database file is
+//! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
+
+pub mod clock;
+pub mod evidence;
+pub mod root;
+pub mod schema;
+
+use crate::error::Code;
+pub use clock::Clock;
+use root::check_private;
+use rusqlite::{Connection, OpenFlags, Transaction};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The open store.
+pub struct Store {
+    conn: Connection,
+    pub clock: Clock,
+}
+
+/// A write transaction with the broker's clock beside it.
+pub struct Tx<'a> {
+    pub tx: Transaction<'a>,
+    pub clock: &'a mut Clock,
+}
+
+impl Tx<'_> {
+    /// The next broker timestamp.
+    pub fn now(&mut self) -> String {
+        self.clock.tick()
+    }
+}
+
+fn storage(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
+
+/// Maps a SQLite error to a static code. A trigger's `RAISE` text is a code
+/// when it is one; anything else is logged by kind and is `storage-unavailable`.
+pub fn map_sql_error(e: &rusqlite::Error) -> Code {
+    if let rusqlite::Error::SqliteFailure(_, Some(msg)) = e {
+        if let Some(code) = Code::parse(msg) {
+            return code;
+        }
+    }
+    tracing::warn!(code = "storage-unavailable", kind = ?sql_kind(e), "store error");
+    Code::StorageUnavailable
+}
+
+fn sql_kind(e: &rusqlite::Error) -> Option<rusqlite::ErrorCode> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+        _ => None,
+    }
+}
+
+impl Store {
+    /// Opens (or creates) `bus.sqlite` in a locked `bus/` directory.
+    pub fn open(db_path: &Path) -> Result<Store, Code> {
+        let exists = check_private(db_path, false)?;
+        for suffix in ["-wal", "-shm"] {
+            let mut p = db_path.as_os_str().to_owned();
+            p.push(suffix);
+            check_private(Path::new(&p), false)?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(db_path, flags).map_err(|e| {
+            tracing::warn!(kind = ?sql_kind(&e), "cannot open the database");
+            Code::StorageUnavailable
+        })?;
+        let _ = std::fs::set_permissions(db_path, std::fs::Permissions::from_mode(0o600));
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(storage)?;
+        if !exists {
+            init(&conn)?;
+        }
+        configure(&conn)?;
+        verify(&conn)?;
+        let floor = latest_timestamp(&conn)?;
+        Ok(Store {
+            conn,
+            clock: Clock::starting_after(floor),
+        })
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction: commit on `Ok`, roll back on `Err`.
+    pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Code>) -> Result<T, Code> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(storage)?;
+        let mut t = Tx {
+            tx,
+            clock: &mut self.clock,
+        };
+        match f(&mut t) {
+            Ok(v) => {
+                t.tx.commit().map_err(storage)?;
+                Ok(v)
+            }
+            // Dropping the transaction rolls it back. Timestamps it took are
+            // not reused: the clock only moves forward, which keeps order.
+            Err(code) => Err(code),
+        }
+    }
+
+    /// Read-only access on the writer's connection.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn init(conn: &Connection) -> Result<(), Code> {
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(storage)?;
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .map_err(storage)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Code::JournalMode);
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(storage)?;
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(storage)?;
+    let r = conn.execute_batch(schema::SCHEMA_SQL).and_then(|_| {
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), ('schema_sha256', ?2)",
+            [schema::SCHEMA_VERSION, schema::SCHEMA_SHA256],
+        )
+    });
+    match r {
+        Ok(_) => conn.execute_batch("COMMIT").map_err(storage),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(storage(e))
+        }
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), Code> {
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(storage)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(storage)?;
+    Ok(())
+}
+
+/// The open-time checks, in order: metadata, version, digests, WAL,
+/// quick_check, foreign keys, timestamps (in [`latest_timestamp`]).
+fn verify(conn: &Connection) -> Result<(), Code> {
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n == 1)
+        .map_err(|_| Code::SchemaMetadata)?;
+    if !has_meta {
+        return Err(Code::SchemaMetadata);
+    }
+    let meta = |key: &str| -> Result<String, Code> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .map_err(|_| Code::SchemaMetadata)
+    };
+    if meta("schema_version")? != schema::SCHEMA_VERSION {
+        return Err(Code::SchemaVersion);
+    }
+    if meta("schema_sha256")? != schema::SCHEMA_SHA256
+        || schema::sha256_hex(schema::SCHEMA_SQL.as_bytes()) != schema::SCHEMA_SHA256
+    {
+        return Err(Code::SchemaDigest);
+    }
+    if schema::master_digest(conn).map_err(storage)? != schema::MASTER_SHA256 {
+        return Err(Code::SchemaDigest);
+    }
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .map_err(storage)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Code::JournalMode);
+    }
+    let quick: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|_| Code::Integrity)?;
+    if quick != "ok" {
+        return Err(Code::Integrity);
+    }
+    let fk_violation = conn
+        .prepare("PRAGMA foreign_key_check")
+        .and_then(|mut s| s.exists([]))
+        .map_err(|_| Code::Integrity)?;
+    if fk_violation {
+        return Err(Code::Integrity);
+    }
+    Ok(())
+}
+
+/// The latest timestamp over every evidence table. Each table's newest row
+/// (by `seq`) must be canonical; the insert triggers guarantee the rest, since
+/// each row was refused unless canonical and later than the one before it.
+fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
+    let mut latest = 0i64;
+    for table in schema::EVIDENCE_TABLES {
+        let sql = format!("SELECT at FROM {table} ORDER BY seq DESC LIMIT 1");
+        let at: Option<String> = match conn.query_row(&sql, [], |r| r.get(0)) {
+            Ok(v) => Some(v),
+            Err(rusqlite::Error::QueryReturnedNoRows) => None,
+            Err(_) => return Err(Code::Timestamp),
+        };
+        if let Some(at) = at {
+            let ms = clock::parse_canonical(&at).ok_or(Code::Timestamp)?;
+            latest = latest.max(ms);
+        }
+    }
+    Ok(latest)
+}
+
+/// The full scan the spec describes: every `at` and non-null `read_at` in
+/// every evidence table that is not canonical or not strictly later than its
+/// predecessor by `seq`. The insert triggers make this empty; tests compare
+/// the two, and operators may run it (it is O(rows)).
+pub fn full_timestamp_scan(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut bad = Vec::new();
+    for table in schema::EVIDENCE_TABLES {
+        let read_at = if *table == "task_snapshots" {
+            "read_at"
+        } else {
+            "NULL"
+        };
+        let sql = format!("SELECT seq, at, {read_at} FROM {table} ORDER BY seq");
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        let mut prev: Option<i64> = None;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let at: Option<String> = r.get(1)?;
+            let ra: Option<String> = r.get(2)?;
+            let ms = at.as_deref().and_then(clock::parse_canonical);
+            let ra_ok = ra
+                .as_deref()
+                .is_none_or(|s| clock::parse_canonical(s).is_some());
+            let ordered = matches!((prev, ms), (Some(p), Some(m)) if m > p) || prev.is_none();
+            if ms.is_none() || !ra_ok || !ordered {
+                bad.push((table.to_string(), seq));
+            }
+            if ms.is_some() {
+                prev = ms;
+            }
+        }
+    }
+    Ok(bad)
+}

@@ -1,0 +1,60 @@
+//! The pinned schema: its source, its digests and its version.
+
+use sha2::{Digest, Sha256};
+
+/// The schema this broker runs.
+pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
+/// The version string stored in `meta`.
+pub const SCHEMA_VERSION: &str = "3b";
+/// SHA-256 of `schema.sql`.
+pub const SCHEMA_SHA256: &str = "c9f5ff839b02491f6403a6b35cef497a89e8df51026641a24e3f5c0dfeb1cff3";
+/// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
+pub const MASTER_SHA256: &str = "9f4e244e1925f8eca3d702fcc7ac4224ee41c85e71c39b2d08b4affd8aee6ba9";
+
+/// Tables whose rows carry broker timestamps.
+pub const EVIDENCE_TABLES: &[&str] = &[
+    "events",
+    "decisions",
+    "decision_events",
+    "role_claims",
+    "messages",
+    "deliveries",
+    "read_receipts",
+    "task_snapshots",
+];
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Digest of every `sqlite_master` row in a fixed order.
+pub fn master_digest(conn: &rusqlite::Connection) -> rusqlite::Result<String> {
+    let mut stmt = conn.prepare(
+        "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut h = Sha256::new();
+    while let Some(r) = rows.next()? {
+        for i in 0..4 {
+            let s: String = r.get(i)?;
+            h.update(s.as_bytes());
+            h.update([0u8]);
+        }
+        h.update(b"\n");
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_digests_are_current() {
+        assert_eq!(sha256_hex(SCHEMA_SQL.as_bytes()), SCHEMA_SHA256);
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA_SQL).unwrap();
+        assert_eq!(master_digest(&conn).unwrap(), MASTER_SHA256);
+    }
+}

@@ -1,0 +1,46 @@
+//! `event.emit`: routine observations by the role's holder.
+
+use super::{role_session, Args};
+use crate::core::{Caller, Core};
+use crate::error::Code;
+use crate::store::evidence::{self, Actor};
+use serde_json::{json, Value};
+
+pub fn emit(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let (business, role, run) = role_session(caller)?;
+    let kind = args.str("kind", 64)?;
+    let body = args.opt_object("body")?.ok_or(Code::InvalidRequest)?;
+    let subject = args.opt_str("subject", 256)?;
+    args.finish()?;
+    if kind != "action.allowed" {
+        return Err(Code::InvalidRequest);
+    }
+    let mut body = Args::new(Some(body));
+    let action = body.str("action", 64)?;
+    let target = body.opt_str("target", 256)?;
+    body.finish()?;
+    if action != "routine" {
+        return Err(Code::InvalidRequest);
+    }
+    let mut stored = json!({"action": "routine"});
+    if let Some(t) = &target {
+        stored["target"] = json!(t);
+    }
+    core.store.write(|t| {
+        if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
+            return Err(Code::NotHolder);
+        }
+        let w = evidence::insert_event(
+            t,
+            business,
+            "action.allowed",
+            Actor {
+                role: Some(role),
+                run: Some(run),
+            },
+            subject.as_deref(),
+            &stored,
+        )?;
+        Ok(json!({"event": w.id, "at": w.at}))
+    })
+}

@@ -1,0 +1,46 @@
+//! The read-only views other programs use (the Console, the WebUI): thin
+//! wrappers over [`Client::call`] for the read verbs, nothing else.
+
+use crate::client::{BusError, Client};
+use serde_json::{json, Value};
+
+/// Read-only access through a client.
+pub struct Views<'a> {
+    client: &'a Client,
+}
+
+/// Wraps a client in the read views.
+pub fn views(client: &Client) -> Views<'_> {
+    Views { client }
+}
+
+impl Views<'_> {
+    pub fn inbox(&self) -> Result<Value, BusError> {
+        self.client.call("inbox", Value::Null)
+    }
+    pub fn tasks(&self) -> Result<Value, BusError> {
+        self.client.call("tasks", Value::Null)
+    }
+    pub fn agents(&self) -> Result<Value, BusError> {
+        self.client.call("agents", Value::Null)
+    }
+    pub fn trail(&self, subject: &str) -> Result<Value, BusError> {
+        self.client.call("trail", json!({"subject": subject}))
+    }
+    pub fn decisions(&self, list: &str) -> Result<Value, BusError> {
+        self.client.call("decisions", json!({"list": list}))
+    }
+    pub fn replies(&self, id: &str) -> Result<Value, BusError> {
+        self.client.call("replies", json!({"id": id}))
+    }
+    pub fn messages(&self, limit: Option<u32>, after: Option<&str>) -> Result<Value, BusError> {
+        let mut args = json!({});
+        if let Some(l) = limit {
+            args["limit"] = json!(l);
+        }
+        if let Some(a) = after {
+            args["after"] = json!(a);
+        }
+        self.client.call("messages", args)
+    }
+}
