@@ -1,1 +1,262 @@
-//! Shared helpers for the workspace cross-process tests.
+//! Shared helpers for the workspace's cross-process tests: a private data
+//! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// `target/debug` (or whichever profile built this test).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe path");
+    // target/<profile>/deps/<test> -> target/<profile>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// Path of a workspace binary; fails loudly when it was not built
+/// (the README's test command builds every binary first).
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// A private data root, removed on drop.
+pub fn data_root() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("mosaic-test-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    d
+}
+
+/// The example business used across tests.
+pub fn business() -> Value {
+    json!({
+        "id": "acme",
+        "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "pm"},
+        "roles": {
+            "pm": {"definition": "pm",
+                   "authority": {"withinRole": ["message.send"], "crossRole": ["git.merge.protected"]},
+                   "tracker": {"bot": "acme-pm-bot"}},
+            "cto": {"definition": "cto",
+                    "authority": {"withinRole": ["message.send", "review.verdict"], "crossRole": []},
+                    "tracker": {"bot": "acme-cto-bot"}},
+            "dev": {"definition": "dev",
+                    "authority": {"withinRole": [], "crossRole": []}}
+        },
+        "launch": {"by": "pm", "instances": ["cto", "dev"]},
+        "vars": {"bus.tester": true}
+    })
+}
+
+/// A boot config for `root` with the example business and a reader.
+pub fn config(root: &Path) -> Value {
+    json!({
+        "dataRoot": root.to_str().expect("utf-8 path"),
+        "businesses": {"acme": business()},
+        "readers": ["acme"],
+    })
+}
+
+/// This process's start time (field 22 of /proc/<pid>/stat), for launch records.
+pub fn start_time(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &s[s.rfind(')').expect("comm") + 2..];
+    rest.split(' ').nth(19).expect("field 22").parse().expect("number")
+}
+
+/// A launch record for a real process.
+pub fn launch(role: &str, run: &str, pid: u32) -> Value {
+    json!({"business": "acme", "role": role, "run": run, "harness": "pi",
+           "pid": pid, "startTime": start_time(pid)})
+}
+
+/// A real `mosaic-bus --host-fd 3` child and our end of its channel.
+pub struct Broker {
+    pub child: Child,
+    host: BufReader<UnixStream>,
+    pub socket: PathBuf,
+    pub stderr_path: PathBuf,
+    pub boot: Value,
+}
+
+impl Broker {
+    /// Spawns the broker and sends `boot` as the first message; returns the
+    /// broker and the boot reply (which may be a refusal).
+    pub fn spawn(root: &Path, config: Value) -> (Broker, Value) {
+        Broker::spawn_with(root, json!({"op": "boot", "config": config}), &[])
+    }
+
+    /// Spawns with a raw first message and extra environment.
+    pub fn spawn_with(root: &Path, first: Value, env: &[(&str, &str)]) -> (Broker, Value) {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        let fd = theirs.as_raw_fd();
+        let stderr_path = root.with_extension("stderr");
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut cmd = Command::new(bin("mosaic-bus"));
+        cmd.args(["--host-fd", "3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn mosaic-bus");
+        drop(theirs);
+        ours.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut b = Broker {
+            child,
+            host: BufReader::new(ours),
+            socket: root.join("bus").join("bus.sock"),
+            stderr_path,
+            boot: Value::Null,
+        };
+        let reply = b.op(first);
+        b.boot = reply.clone();
+        (b, reply)
+    }
+
+    /// Boots and asserts success.
+    pub fn start(root: &Path) -> Broker {
+        let (b, reply) = Broker::spawn(root, config(root));
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        b
+    }
+
+    /// Sends one host op and reads its reply.
+    pub fn op(&mut self, v: Value) -> Value {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.host
+            .get_mut()
+            .write_all(line.as_bytes())
+            .expect("write host op");
+        self.read_host()
+    }
+
+    /// Reads one line from the host channel (Null on EOF).
+    pub fn read_host(&mut self) -> Value {
+        let mut s = String::new();
+        match self.host.read_line(&mut s) {
+            Ok(0) | Err(_) => Value::Null,
+            Ok(_) => serde_json::from_str(&s).expect("host reply is JSON"),
+        }
+    }
+
+    /// Sends raw bytes on the host channel.
+    pub fn host_raw(&mut self, bytes: &[u8]) {
+        self.host.get_mut().write_all(bytes).expect("write");
+    }
+
+    /// Drops our end of the channel.
+    pub fn drop_channel(&mut self) {
+        let _ = self.host.get_mut().shutdown(std::net::Shutdown::Both);
+    }
+
+    /// The reader capability from the boot reply.
+    pub fn reader_cap(&self) -> String {
+        self.boot["readers"][0]["cap"]
+            .as_str()
+            .expect("reader cap")
+            .to_string()
+    }
+
+    /// Binds a launch for `pid` and returns its capability.
+    pub fn bind(&mut self, role: &str, run: &str, pid: u32) -> String {
+        let r = self.op(json!({"op": "bindLaunch", "record": launch(role, run, pid)}));
+        assert_eq!(r["ok"], json!(true), "bind: {r}");
+        r["launch"]["cap"].as_str().expect("cap").to_string()
+    }
+
+    /// A client-socket call with a capability; returns the whole reply.
+    pub fn call(&self, cap: &str, verb: &str, args: Value) -> Value {
+        let mut req = json!({"cap": cap, "verb": verb});
+        if !args.is_null() {
+            req["args"] = args;
+        }
+        raw_request(&self.socket, format!("{req}\n").as_bytes())
+    }
+
+    /// Waits for the child to exit.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Sends `{"op":"close"}` and waits for exit 0.
+    pub fn close(mut self) {
+        let r = self.op(json!({"op": "close"}));
+        assert_eq!(r["ok"], json!(true));
+        let s = self.wait(Duration::from_secs(10)).expect("broker exits");
+        assert_eq!(s.code(), Some(0));
+    }
+
+    /// What the broker wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+/// Sends raw bytes, half-closes, and reads the reply line (Null if none).
+pub fn raw_request(socket: &Path, bytes: &[u8]) -> Value {
+    let mut s = UnixStream::connect(socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let _ = s.write_all(bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    if out.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(out.trim_ascii_end()).expect("reply is JSON")
+}
+
+/// A long-lived real process to stand in for a managed run.
+pub fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("600")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
+}

@@ -77,21 +77,25 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
             Ok(Some(l)) => l,
             Ok(None) | Err(_) => return End::Lost,
         };
+        // Hold the slot while booting, so a signal that arrives meanwhile
+        // waits and then closes the new runtime properly.
+        let Ok(mut slot) = shared.lock() else {
+            return End::Lost;
+        };
         match boot(&line, verifier) {
             Ok((rt, id)) => {
                 let mut reply = rt.boot_reply().clone();
                 if let (Some(id), Some(o)) = (id, reply.as_object_mut()) {
                     o.insert("id".into(), Value::from(id));
                 }
+                *slot = Some(rt);
+                drop(slot);
                 if send(&mut writer, &reply).is_err() {
-                    rt.close();
                     return End::Lost;
-                }
-                if let Ok(mut g) = shared.lock() {
-                    *g = Some(rt);
                 }
             }
             Err((code, id)) => {
+                drop(slot);
                 let _ = send(&mut writer, &refusal(code, id));
                 return End::BootRefused(code);
             }

@@ -1,0 +1,208 @@
+//! Start, stop, exit codes and the data root's safety rules, on real brokers.
+
+use mosaic_tests::*;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn boot_creates_private_files_and_close_removes_lock_and_socket() {
+    let root = data_root();
+    let b = Broker::start(root.path());
+    let bus = root.path().join("bus");
+    assert_eq!(b.boot["path"], json!(bus.join("bus.sock").to_str().unwrap()));
+    assert_eq!(mode(&bus), 0o700);
+    for f in ["bus.sqlite", "writer.lock", "bus.sock"] {
+        assert_eq!(mode(&bus.join(f)), 0o600, "{f}");
+    }
+    assert_eq!(b.boot["launches"], json!([]));
+    assert_eq!(b.boot["readers"][0]["business"], json!("acme"));
+    b.close();
+    assert!(!bus.join("writer.lock").exists());
+    assert!(!bus.join("bus.sock").exists());
+    assert!(bus.join("bus.sqlite").exists());
+}
+
+#[test]
+fn sigterm_and_sigint_exit_zero_and_clean_up() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let root = data_root();
+        let mut b = Broker::start(root.path());
+        unsafe { libc::kill(b.child.id() as i32, sig) };
+        let s = b.wait(Duration::from_secs(10)).expect("exits");
+        assert_eq!(s.code(), Some(0), "signal {sig}");
+        assert!(!root.path().join("bus/writer.lock").exists());
+        assert!(!root.path().join("bus/bus.sock").exists());
+    }
+}
+
+#[test]
+fn lost_channel_exits_two_with_a_static_code() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    b.drop_channel();
+    let s = b.wait(Duration::from_secs(10)).expect("exits");
+    assert_eq!(s.code(), Some(2));
+    assert!(b.stderr().contains(r#"{"error":"channel-lost"}"#), "{}", b.stderr());
+    assert!(!root.path().join("bus/writer.lock").exists());
+}
+
+#[test]
+fn refused_boots_exit_two_with_their_code() {
+    let root = data_root();
+    let cases = [
+        (json!({"op": "hello"}), "boot-required"),
+        (json!({"op": "boot", "config": {"dataRoot": "relative/path", "businesses": {}}}), "data-root"),
+        (json!({"op": "boot", "config": {"dataRoot": "/nonexistent/x", "businesses": {}}}), "data-root"),
+        (json!({"op": "boot", "config": {"dataRoot": root.path(), "businesses": {}, "extra": 1}}), "invalid-config"),
+    ];
+    for (first, code) in cases {
+        let (mut b, reply) = Broker::spawn_with(root.path(), first.clone(), &[]);
+        assert_eq!(reply, json!({"ok": false, "error": code}), "{first}");
+        let s = b.wait(Duration::from_secs(10)).expect("exits");
+        assert_eq!(s.code(), Some(2));
+        assert!(b.stderr().contains(&format!(r#"{{"error":"{code}"}}"#)));
+    }
+}
+
+#[test]
+fn business_validation_refuses_the_boot() {
+    let root = data_root();
+    let mut missing_authority = business();
+    missing_authority["roles"]["dev"]
+        .as_object_mut()
+        .unwrap()
+        .remove("authority");
+    let mut hard_wait = business();
+    hard_wait["roles"]["dev"]["authority"]["withinRole"] = json!(["deploy"]);
+    let mut unknown_key = business();
+    unknown_key["roles"]["dev"]["surprise"] = json!(true);
+    let mut bad_arbiter = business();
+    bad_arbiter["arbiters"]["technical"] = json!("nobody");
+    for b in [missing_authority, hard_wait, unknown_key, bad_arbiter] {
+        let cfg = json!({"dataRoot": root.path(), "businesses": {"acme": b}});
+        let (_b, reply) = Broker::spawn(root.path(), cfg);
+        assert_eq!(reply, json!({"ok": false, "error": "invalid-business"}));
+    }
+    // Empty lists are fine: they grant nothing.
+    let b = Broker::start(root.path());
+    b.close();
+}
+
+#[test]
+fn boot_id_is_echoed() {
+    let root = data_root();
+    let first = json!({"op": "boot", "id": 41, "config": config(root.path())});
+    let (mut b, reply) = Broker::spawn_with(root.path(), first, &[]);
+    assert_eq!(reply["ok"], json!(true));
+    assert_eq!(reply["id"], json!(41));
+    let r = b.op(json!({"op": "identity", "id": 42, "cap": "nope"}));
+    assert_eq!(r, json!({"ok": false, "error": "unknown-capability", "id": 42}));
+    let r = b.op(json!({"op": "identity", "id": 1.5, "cap": "nope"}));
+    assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
+    let r = b.op(json!({"op": "nonsense", "id": 7}));
+    assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
+    let r = b.op(json!({"op": "boot", "config": {}}));
+    assert_eq!(r["error"], json!("already-booted"));
+    b.close();
+}
+
+#[test]
+fn unsafe_paths_refuse() {
+    // A symlinked bus/ directory.
+    let root = data_root();
+    let elsewhere = data_root();
+    std::os::unix::fs::symlink(elsewhere.path(), root.path().join("bus")).unwrap();
+    let (_b, reply) = Broker::spawn(root.path(), config(root.path()));
+    assert_eq!(reply["error"], json!("unsafe-path"));
+
+    // A group-readable bus/.
+    let root = data_root();
+    std::fs::create_dir(root.path().join("bus")).unwrap();
+    std::fs::set_permissions(root.path().join("bus"), PermissionsExt::from_mode(0o750)).unwrap();
+    let (_b, reply) = Broker::spawn(root.path(), config(root.path()));
+    assert_eq!(reply["error"], json!("unsafe-path"));
+
+    // A loose database file.
+    let root = data_root();
+    Broker::start(root.path()).close();
+    let db = root.path().join("bus/bus.sqlite");
+    std::fs::set_permissions(&db, PermissionsExt::from_mode(0o644)).unwrap();
+    let (_b, reply) = Broker::spawn(root.path(), config(root.path()));
+    assert_eq!(reply["error"], json!("unsafe-path"));
+
+    // A symlinked database file.
+    let root = data_root();
+    std::fs::create_dir(root.path().join("bus")).unwrap();
+    std::fs::set_permissions(root.path().join("bus"), PermissionsExt::from_mode(0o700)).unwrap();
+    let target = root.path().join("real.sqlite");
+    std::fs::write(&target, b"").unwrap();
+    std::os::unix::fs::symlink(&target, root.path().join("bus/bus.sqlite")).unwrap();
+    let (_b, reply) = Broker::spawn(root.path(), config(root.path()));
+    assert_eq!(reply["error"], json!("unsafe-path"));
+}
+
+#[test]
+fn a_running_broker_holds_the_lock() {
+    let root = data_root();
+    let first = Broker::start(root.path());
+    let (_second, reply) = Broker::spawn(root.path(), config(root.path()));
+    assert_eq!(reply, json!({"ok": false, "error": "writer-locked"}));
+    // The refused second broker must not have removed the first one's lock.
+    assert!(root.path().join("bus/writer.lock").exists());
+    first.close();
+}
+
+#[test]
+fn sigkill_leaves_the_lock_until_an_operator_removes_it() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut run = sleeper();
+    let cap = b.bind("pm", "run-1", run.id());
+    let r = b.call(&cap, "role.claim", json!(null));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let lock = root.path().join("bus/writer.lock");
+    assert!(lock.exists(), "a crash leaves writer.lock");
+
+    for _ in 0..2 {
+        let (_b2, reply) = Broker::spawn(root.path(), config(root.path()));
+        assert_eq!(reply, json!({"ok": false, "error": "writer-locked"}));
+        assert!(lock.exists(), "nothing reclaims the lock");
+    }
+
+    // The documented procedure: the old broker is gone, keep the DB/WAL/SHM,
+    // remove only the stale lock (and socket), then restart.
+    std::fs::remove_file(&lock).unwrap();
+    let _ = std::fs::remove_file(root.path().join("bus/bus.sock"));
+    let mut b3 = Broker::start(root.path());
+    // The identical launch binds again, and the claim written before the kill is still there.
+    let cap = b3.bind("pm", "run-1", run.id());
+    let trail = b3.call(&cap, "trail", json!({"subject": "run-1"}));
+    let records = trail["result"].as_array().unwrap();
+    assert!(records.iter().any(|r| r["record"] == "claim" && r["op"] == "claim"), "{trail}");
+    assert!(records.iter().any(|r| r["kind"] == "session.launched"));
+    let again = b3.call(&cap, "role.claim", json!(null));
+    assert_eq!(again["error"], json!("role-held"));
+    b3.close();
+    let _ = run.kill();
+    let _ = run.wait();
+}
+
+#[test]
+fn help_and_version() {
+    let out = std::process::Command::new(bin("mosaic-bus")).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("mosaic-bus "));
+    let out = std::process::Command::new(bin("mosaic-bus")).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--host-fd"));
+    let out = std::process::Command::new(bin("mosaic-bus")).arg("--bogus").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(r#"{"error":"usage"}"#));
+}
