@@ -187,6 +187,49 @@ impl Runtime {
             .run_blocking(move |c| c.end_launch(&b, &r, &why, exit_code))?
     }
 
+    /// The trusted `authorize(cap, action, {target, decision, verdict})`:
+    /// `{allowed: true, event}` or a refusal code. A decision is checked and
+    /// consumed in the same transaction as the `action.allowed` event.
+    pub fn authorize(
+        &self,
+        cap: &str,
+        action: &str,
+        target: Option<&str>,
+        decision: Option<&str>,
+        verdict: Option<&str>,
+    ) -> Result<Value, Code> {
+        let (cap, action) = (cap.to_string(), action.to_string());
+        let (target, decision) = (target.map(str::to_string), decision.map(str::to_string));
+        let verdict = verdict.map(str::to_string);
+        self.writer.run_blocking(move |c| {
+            crate::verbs::launch::authorize(
+                c,
+                &cap,
+                &action,
+                target.as_deref(),
+                decision.as_deref(),
+                verdict.as_deref(),
+            )
+        })?
+    }
+
+    /// `authorizeLaunch`: `authorize(cap, 'role.launch', {target: instance})`,
+    /// a refusal also recorded as `action.refused`.
+    pub fn authorize_launch(&self, cap: &str, instance: &str) -> Result<Value, Code> {
+        let (cap, instance) = (cap.to_string(), instance.to_string());
+        self.writer
+            .run_blocking(move |c| crate::verbs::launch::authorize_launch(c, &cap, &instance))?
+    }
+
+    /// `refuse`: records a refusal the host decided itself as `action.refused`.
+    pub fn refuse(&self, cap: &str, code: &str, subject: Option<&str>) -> Result<Value, Code> {
+        let (cap, code) = (cap.to_string(), code.to_string());
+        let subject = subject.map(str::to_string);
+        self.writer.run_blocking(move |c| {
+            crate::verbs::launch::refuse(c, &cap, &code, subject.as_deref())
+        })?
+    }
+
     /// Closes in order: stop accepting, let in-flight requests finish (up to
     /// five seconds), stop the writer (closing the database), then remove the
     /// socket and the lock.
