@@ -191,6 +191,8 @@ codes! {
     LaunchRevoked => "launch-revoked",
     /// No run holds the target role.
     NotHeld => "not-held",
+    /// The raiser's messaging lists would refuse the decision's close message.
+    DecisionRouteRefused => "decision-route-refused",
 }
 
 impl fmt::Display for Code {

@@ -43,6 +43,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
+        Env::with(business())
+    }
+
+    fn with(business: Value) -> Env {
         let root = data_root();
         let mut e = Env {
             root,
@@ -53,7 +57,7 @@ impl Env {
         for r in ROLES {
             e.procs.insert(r, sleeper());
         }
-        e.boot(business());
+        e.boot(business);
         for r in ROLES {
             let c = e.call(r, "role.claim", Value::Null);
             assert_eq!(c["ok"], json!(true), "{c}");
@@ -899,5 +903,47 @@ fn launch_authority_and_host_refusals() {
     assert_eq!(
         err(&e.reader("launch.restore", Value::Null)),
         "human-required"
+    );
+}
+
+#[test]
+fn a_raise_whose_close_could_not_reach_the_raiser_is_refused_and_logged() {
+    let mut b = business();
+    b["roles"]["pm"]["definition"] = json!("product");
+    b["roles"]["dev"]["messaging"] = json!({"sendTo": ["pm"], "receiveFrom": ["product"]});
+    let e = Env::with(b);
+    // cross-role to pm (definition `product`, listed): fine
+    let d = e.raised("dev", json!({}));
+    assert_eq!(d["routed_to"], json!("pm"));
+    // technical arbiter cto is not listed; neither is the human for a gated route
+    let r = e.raise(
+        "dev",
+        json!({"domain": "technical", "task_ref": "vikunja:3/41"}),
+    );
+    assert_eq!(err(&r), "decision-route-refused");
+    assert_eq!(
+        err(&e.raise("dev", json!({"action": "prd.approve"}))),
+        "decision-route-refused"
+    );
+    // within-role raises are exempt
+    let w = e.raised("dev", json!({"action": "record.write", "choice": "yes"}));
+    assert_eq!(w["class"], json!("within-role"));
+    // Nothing stored for the refusals; each one logged as action.refused.
+    assert_eq!(
+        e.count("SELECT count(*) FROM decisions WHERE business = ?1", "acme"),
+        2
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE kind = 'action.refused' AND run = ?1 AND json_extract(body, '$.code') = 'decision-route-refused'", "dev-1"),
+        2
+    );
+    let trail = e.call("dev", "trail", json!({"subject": "vikunja:3/41"}));
+    assert!(
+        trail["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["kind"] == json!("action.refused")),
+        "{trail}"
     );
 }

@@ -113,6 +113,30 @@ pub fn route(business: &Business, raiser: &str, class: Class, domain: Option<Dom
     }
 }
 
+/// True when the raiser may hear from whoever closes a decision routed to
+/// `routed_to` (row 133): with declared messaging lists, the raiser's
+/// `receiveFrom` must list the resolver's definition (its instance key when
+/// it has none), or `human` for a human route. A role without messaging
+/// lists receives from anyone. Within-role raises are exempt (the caller
+/// does not ask for them).
+pub fn close_route_allowed(business: &Business, raiser: &str, routed_to: &str) -> bool {
+    let Some(r) = business.roles.get(raiser) else {
+        return false;
+    };
+    let Some(list) = &r.receive_from else {
+        return true;
+    };
+    let sender = if routed_to == HUMAN {
+        HUMAN
+    } else {
+        match business.roles.get(routed_to) {
+            Some(x) => x.definition.as_deref().unwrap_or(routed_to),
+            None => return false,
+        }
+    };
+    list.iter().any(|x| x == sender)
+}
+
 /// The launch state from the kind of the business's latest
 /// `launch.revoked`/`launch.restored` event (none: allowed).
 pub fn launch_allowed(latest: Option<&str>) -> bool {
@@ -196,6 +220,40 @@ mod tests {
                 to,
                 "{raiser} {class:?} {domain:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_close_must_be_able_to_reach_the_raiser() {
+        let b = Business::from_json(
+            "acme",
+            json!({
+                "id": "acme", "human": "Ada",
+                "arbiters": {"technical": "cto", "delivery": "pm"},
+                "roles": {
+                    "pm": {"definition": "product", "authority": {"withinRole": [], "crossRole": []}},
+                    "cto": {"authority": {"withinRole": [], "crossRole": []}},
+                    "dev": {"authority": {"withinRole": [], "crossRole": []},
+                            "messaging": {"sendTo": [], "receiveFrom": ["product", "human"]}},
+                    "qa": {"authority": {"withinRole": [], "crossRole": []},
+                           "messaging": {"sendTo": [], "receiveFrom": ["cto"]}}
+                }
+            }),
+        )
+        .expect("test business");
+        // (raiser, routed_to, allowed)
+        let table = [
+            ("dev", "pm", true),    // pm's definition is listed
+            ("dev", "human", true), // human is listed
+            ("dev", "cto", false),  // cto is not
+            ("qa", "cto", true),    // no definition: the instance key
+            ("qa", "human", false), // a gated raise needs `human`
+            ("cto", "pm", true),    // no messaging lists: anyone
+            ("cto", "human", true),
+            ("nobody", "human", false),
+        ];
+        for (raiser, to, ok) in table {
+            assert_eq!(close_route_allowed(&b, raiser, to), ok, "{raiser} <- {to}");
         }
     }
 

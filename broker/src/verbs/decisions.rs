@@ -187,6 +187,28 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
         (_, Some(_)) => return Err(Code::InvalidChoice),
         (_, None) => {}
     }
+    if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
+        // Refused and logged; nothing about the decision is stored.
+        let mut body =
+            json!({"action": "decision.raise", "code": Code::DecisionRouteRefused.as_str()});
+        body["authorization"] = json!({"action": action, "target": target});
+        core.store
+            .write(|t| {
+                evidence::insert_event(
+                    t,
+                    business_id,
+                    "action.refused",
+                    Actor {
+                        role: Some(role),
+                        run: Some(run),
+                    },
+                    task_ref.as_deref(),
+                    &body,
+                )
+            })
+            .map_err(|_| Code::StorageUnavailable)?;
+        return Err(Code::DecisionRouteRefused);
+    }
     let options_json = Value::Array(
         options
             .iter()
