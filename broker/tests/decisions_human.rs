@@ -442,4 +442,19 @@ fn a_failed_transaction_leaves_the_approval_unspent() {
         ),
         Err(Code::DecisionConsumed)
     );
+    // The store itself refuses a second use written past the broker's check.
+    let direct = e.core().store.write(|t| {
+        let at = t.now();
+        t.tx.execute(
+            "INSERT INTO decision_events(decision, kind, by, run, at) VALUES (?1, 'consumed', 'dev-1', 'dev-1', ?2)",
+            [id.as_str(), at.as_str()],
+        )
+        .map_err(|e| mosaic_bus::store::map_sql_error(&e))
+    });
+    assert!(direct.is_err());
+    let consumed: i64 = e.one(
+        "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+        &id,
+    );
+    assert_eq!(consumed, 1);
 }

@@ -439,13 +439,10 @@ pub fn authorize_in_tx(
         Some(id) => {
             let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
             authority::check_with_decision(&d.facts()?, &ask)?;
-            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None).map_err(
-                |c| match c {
-                    // The unique 'consumed' index or its trigger refused.
-                    Code::StorageUnavailable => Code::DecisionConsumed,
-                    other => other,
-                },
-            )?;
+            // Checked unused above in this IMMEDIATE transaction; the unique
+            // 'consumed' index and its trigger back it up (a refusal there
+            // rolls everything back as storage-unavailable).
+            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
         }
     }
     let mut body = json!({"action": action, "class": class.as_str()});
