@@ -947,3 +947,27 @@ fn a_raise_whose_close_could_not_reach_the_raiser_is_refused_and_logged() {
         "{trail}"
     );
 }
+
+#[test]
+fn authority_maps_may_name_only_routed_actions() {
+    let root = data_root();
+    for (list, action) in [
+        ("withinRole", "deploy"),
+        ("crossRole", "spend"),
+        ("crossRole", "made.up"),
+    ] {
+        let mut b = business();
+        b["roles"]["qa"]["authority"][list] = json!([action]);
+        let (_b, reply) = Broker::spawn(root.path(), config_with(root.path(), b));
+        assert_eq!(
+            reply,
+            json!({"ok": false, "error": "invalid-business"}),
+            "{list} {action}"
+        );
+    }
+    let mut b = business();
+    b["roles"]["qa"]["authority"]["crossRole"] = json!(["prd.approve", "role.launch", "routine"]);
+    let (b, reply) = Broker::spawn(root.path(), config_with(root.path(), b));
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    b.close();
+}
