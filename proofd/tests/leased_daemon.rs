@@ -39,9 +39,9 @@ def nested(sock, depth, hexreq, kill=None):
         args = [sys.executable, SCRIPT, "nested", sock, str(depth - 1), hexreq]
         if kill is not None:
             args.append(kill)
-        out = subprocess.run(args, stdout=subprocess.PIPE, check=False).stdout
-        sys.stdout.write(out.decode())
-        sys.stdout.flush()
+        # stdout is inherited: the innermost process writes straight to the
+        # agent, even if an intermediate process is killed.
+        subprocess.run(args, check=False)
         return
     k = float(kill) if kill is not None else None
     sys.stdout.write(request(sock, bytes.fromhex(hexreq), k))
@@ -99,31 +99,34 @@ HELD = []
 
 def many(sock, n, raw):
     # n forked anchors, each registers and stays alive until `release`.
-    r, w = os.pipe()
     hold_r, hold_w = os.pipe()
+    # One after another: each child registers, reports, then waits.
     pids = []
+    codes = []
     for _ in range(n):
+        r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(r)
             os.close(hold_w)
             out = request(sock, raw)
-            os.write(w, (json.dumps(json.loads(out).get("code", "ok")) + "\n").encode())
+            os.write(w, json.dumps(json.loads(out).get("code", "ok")).encode())
             os.close(w)
             os.read(hold_r, 1)
             os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            c = os.read(r, 65536)
+            if not c:
+                break
+            data += c
+        os.close(r)
+        codes.append(json.loads(data))
         pids.append(pid)
-    os.close(w)
     os.close(hold_r)
-    data = b""
-    while True:
-        c = os.read(r, 65536)
-        if not c:
-            break
-        data += c
-    os.close(r)
     HELD.append((hold_w, pids))
-    return [json.loads(x) for x in data.decode().split("\n") if x]
+    return codes
 
 
 def release():
@@ -1015,4 +1018,102 @@ fn startup_refusals() {
     let d = Daemon::start_with(&dir, &state, &[]);
     ok(&req(&d.sock, &register(0)));
     assert!(state.exists());
+}
+
+#[test]
+fn anchor_gone_peer_gone_and_ancestry_changed() {
+    let dir = TempDir::new();
+    // The walk pauses 600 ms before its re-read so a parent can die inside it.
+    let d = Daemon::start_with(
+        &dir,
+        &dir.path("state.json"),
+        &[("MOSAIC_LEASED_TEST_WALK_PAUSE_MS", "600")],
+    );
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+
+    // The connecting process exits (and is reaped) before the daemon reads
+    // its request: its socket lives on in another process.
+    assert_eq!(
+        code(&a.reply(json!({"op":"peer_gone","obj":auth(&sid, 0)}))),
+        "peer-gone"
+    );
+    assert_eq!(
+        code(&a.reply(json!({"op":"peer_gone","obj":register(0)}))),
+        "peer-gone"
+    );
+
+    // A grandchild whose parent is killed between the walk and the re-read.
+    let r = a.reply(json!({"op":"nested","depth":2,"obj":auth(&sid, 0),"kill_parent_after":0.2}));
+    assert_eq!(code(&r), "ancestry-changed");
+    // Without the kill the same shape of tree passes.
+    assert_eq!(
+        a.nested(2, auth(&sid, 0)),
+        json!({"ok":true,"runtime_generation":0})
+    );
+
+    // The anchor dies: its session is unusable by anyone.
+    let mut b = Agent::spawn(&dir, &d.sock);
+    let sid_b = b.register(0);
+    b.kill();
+    assert_eq!(code(&req(&d.sock, &auth(&sid_b, 0))), "anchor-gone");
+    assert_eq!(code(&a.req(mint(&sid_b, 0, 1))), "anchor-gone");
+}
+
+#[test]
+fn token_and_session_limits() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+    let mut tokens = Vec::new();
+    for n in 0..32 {
+        let t = a.req(mint(&sid, 0, n));
+        tokens.push(ok(&t)["token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(code(&a.req(mint(&sid, 0, 99))), "too-many-tokens");
+    ok(&a.req(consume(&sid, 0, &tokens[0])));
+    ok(&a.req(mint(&sid, 0, 100)));
+    assert_eq!(code(&a.req(mint(&sid, 0, 101))), "too-many-tokens");
+
+    // 127 more live anchors fill the session table (128 with the agent).
+    let out = a.cmd(json!({"op":"many","n":127,"obj":register(0)}));
+    let codes: Vec<String> = serde_json::from_str(&out).unwrap();
+    assert_eq!(codes.len(), 127);
+    assert!(codes.iter().all(|c| c == "ok"), "{codes:?}");
+    assert_eq!(code(&req(&d.sock, &register(0))), "too-many-sessions");
+    // When those anchors exit, their sessions are dropped on the next register.
+    assert_eq!(a.cmd(json!({"op":"release"})), "released");
+    ok(&req(&d.sock, &register(0)));
+    ok(&a.req(auth(&sid, 0)));
+}
+
+#[test]
+fn failed_state_write_changes_nothing() {
+    let dir = TempDir::new();
+    let sub = dir.path("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let d = Daemon::start_with(&dir, &sub.join("state.json"), &[]);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+    let t = a.req(mint(&sid, 0, 1))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Take the state directory away: saves fail, nothing is acknowledged.
+    std::fs::rename(&sub, dir.path("moved")).unwrap();
+    assert_eq!(code(&a.req(mint(&sid, 0, 2))), "state-write-failed");
+    assert_eq!(code(&a.req(consume(&sid, 0, &t))), "state-write-failed");
+    assert_eq!(code(&a.req(auth(&sid, 1))), "state-write-failed");
+    // Reads that change nothing still work.
+    assert_eq!(
+        a.req(auth(&sid, 0)),
+        json!({"ok":true,"runtime_generation":0})
+    );
+    std::fs::rename(dir.path("moved"), &sub).unwrap();
+    // The refused consume did not happen; the refused bump did not either.
+    assert_eq!(
+        a.req(consume(&sid, 0, &t)),
+        json!({"ok":true,"binding":binding(1),"runtime_generation":0})
+    );
 }

@@ -52,9 +52,8 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
         };
         if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let mut stream = stream;
             let _ = stream.set_write_timeout(Some(DEADLINE));
-            let _ = write_reply(&mut stream, Err(Code::Busy));
+            finish(stream, Err(Code::Busy));
             continue;
         }
         let sh = Arc::clone(&shared);
@@ -97,8 +96,26 @@ fn handle(mut stream: UnixStream, shared: &Shared) {
             Ok(peer) => request::parse(&bytes).and_then(|req| dispatch(req, &peer, shared)),
         },
     };
+    finish(stream, reply);
+}
+
+/// Write the reply, half-close, and discard what the client already sent
+/// but we did not read (bounded, non-blocking): closing a Unix socket with
+/// unread input would make the client's read fail with ECONNRESET before it
+/// sees the refusal.
+fn finish(mut stream: UnixStream, reply: Reply) {
     let _ = write_reply(&mut stream, reply);
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 8192];
+        let mut budget = 4 * frame::FRAME_MAX;
+        while budget > 0 {
+            match std::io::Read::read(&mut stream, &mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => budget = budget.saturating_sub(n),
+            }
+        }
+    }
 }
 
 fn dispatch(req: Request, peer: &Peer, shared: &Shared) -> Reply {
