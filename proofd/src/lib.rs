@@ -4,3 +4,4 @@
 //! - [`leased`]: the lease broker of `lease-broker-protocol.txt`.
 
 pub mod procfs;
+pub mod proof;
