@@ -15,7 +15,7 @@ pub const VERSION: u64 = 1;
 /// Longest line either side sends, newline included.
 pub const MAX_LINE: usize = 64 * 1024;
 /// Largest launch set accepted in one `launches` request.
-pub const MAX_LAUNCHES: usize = 4096;
+pub const MAX_LAUNCHES: usize = 1024;
 /// Largest integer JSON carries exactly (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
