@@ -33,7 +33,7 @@ pub struct Runtime {
 /// Starts a broker: data root, lock, store, launches, readers, socket.
 /// A refusal leaves no lock behind (nothing was served).
 pub fn start_broker(config: BootConfig) -> Result<Runtime, Code> {
-    start_with(config, None)
+    start_with(config, crate::proof::spawn_default())
 }
 
 /// [`start_broker`] with a proof helper for human and tester sessions.
