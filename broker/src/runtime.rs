@@ -79,11 +79,13 @@ fn start_locked(
         Some(p) => Some(crate::config::load_requirements(p)?),
         None => None,
     };
+    let credentials = crate::credentials::Credentials::load(&config)?;
     let store = Store::open(&bus.db_path())?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
     core.requirements = requirements;
+    core.credentials = credentials;
     let mut launches = Vec::new();
     for record in config.launches.clone() {
         launches.push(core.bind_launch(record)?);

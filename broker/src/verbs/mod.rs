@@ -30,7 +30,6 @@ const PLANNED: &[&str] = &[
     "tasks",
     "agents",
     "decisions",
-    "credentials",
     "requirements",
     "state",
     "replies",
@@ -58,8 +57,10 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = matches!(verb, "role.claim" | "role.release" | "event.emit" | "trail")
-        || PLANNED.contains(&verb);
+    let known = matches!(
+        verb,
+        "role.claim" | "role.release" | "event.emit" | "trail" | "credentials"
+    ) || PLANNED.contains(&verb);
     if !known {
         return Err(Code::UnknownVerb);
     }
@@ -72,6 +73,7 @@ pub fn dispatch(
         "role.release" => roles::release(core, caller, args),
         "event.emit" => events::emit(core, caller, args),
         "trail" => reads::trail(core, caller, args),
+        "credentials" => reads::credentials(core, caller, args),
         _ => Err(Code::NotImplemented),
     }
 }
