@@ -20,6 +20,8 @@ use std::path::Path;
 pub struct Store {
     conn: Connection,
     pub clock: Clock,
+    /// Batch transactions committed since open.
+    pub batches_committed: u64,
 }
 
 /// One verb's writes: a savepoint (inside the writer's batch transaction,
@@ -88,6 +90,7 @@ impl Store {
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
+            batches_committed: 0,
         })
     }
 
@@ -119,7 +122,10 @@ impl Store {
     /// Commits the batch (durably: WAL, synchronous=FULL); on failure rolls it back.
     pub fn commit_batch(&mut self) -> Result<(), Code> {
         match self.conn.execute_batch("COMMIT") {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.batches_committed += 1;
+                Ok(())
+            }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 Err(storage(e))
