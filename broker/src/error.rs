@@ -146,6 +146,24 @@ codes! {
     /// The verb is not open to tester sessions.
     TesterRefused => "tester-refused",
 
+    // --- credentials (issue 6) --------------------------------------------
+    /// A credential file reference is relative or lies inside the data root or a repository.
+    CredentialPath => "credential-path",
+    /// A credential file is a symlink, not a regular file, not ours, or not exactly 0600.
+    CredentialUnsafe => "credential-unsafe",
+    /// A credential file is larger than 16 KiB.
+    CredentialSize => "credential-size",
+    /// A token is not 16 or more of `[A-Za-z0-9._~-]` with at most one final newline.
+    CredentialFormat => "credential-format",
+    /// A credential's date is missing, not strict `YYYY-MM-DD`, or of the wrong kind for its service.
+    CredentialDate => "credential-date",
+    /// A referenced credential file or environment variable does not exist.
+    CredentialMissing => "credential-missing",
+    /// A Vikunja credential is used on or after its expiry date (UTC).
+    CredentialExpired => "credential-expired",
+    /// A trusted service callback failed.
+    ServiceFailed => "service-failed",
+
     // --- client library -----------------------------------------------------
     /// The connection failed or timed out after the request may have been sent.
     OutcomeUnknown => "outcome-unknown",

@@ -33,7 +33,7 @@ pub struct Runtime {
 /// Starts a broker: data root, lock, store, launches, readers, socket.
 /// A refusal leaves no lock behind (nothing was served).
 pub fn start_broker(config: BootConfig) -> Result<Runtime, Code> {
-    start_with(config, None)
+    start_with(config, crate::proof::spawn_default())
 }
 
 /// [`start_broker`] with a proof helper for human and tester sessions.
@@ -79,11 +79,13 @@ fn start_locked(
         Some(p) => Some(crate::config::load_requirements(p)?),
         None => None,
     };
+    let credentials = crate::credentials::Credentials::load(&config)?;
     let store = Store::open(&bus.db_path())?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
     core.requirements = requirements;
+    core.credentials = credentials;
     let mut launches = Vec::new();
     for record in config.launches.clone() {
         launches.push(core.bind_launch(record)?);

@@ -1,1 +1,314 @@
-//! placeholder until its issue lands
+//! The human and tester transport shims (`mosaic-human-cli`,
+//! `mosaic-tester-cli`), statically linked (see `build.rs`).
+//!
+//! `mosaic-human-cli <socket>` runs in two images of one process:
+//!
+//! 1. **First image.** Reads one JSON object `{business, verb, args?}` from
+//!    stdin (at most [`MAX_REQUEST`] bytes) and checks its shape. It then
+//!    copies the bytes into a memfd, makes that memfd
+//!    its stdin, removes any inherited `MOSAIC_BUS_*_NONCE`, adds a fresh
+//!    128-bit nonce (OS RNG, 32 lowercase hex digits) under its own variable
+//!    and [`STAGE_VAR`]`=<own pid>`, and `execve`s `/proc/self/exe` with the
+//!    same argv. The nonce is thus in the new image's initial environment,
+//!    which is what `/proc/<pid>/environ` shows.
+//! 2. **Second image** (recognised by [`STAGE_VAR`] equal to its own pid, so
+//!    an inherited value never matches): reads the request again from stdin,
+//!    connects to the socket, sends
+//!    `{"human":{"pid","startTime","nonce"},"business","verb","args"}\n`
+//!    (tester: key `tester`), half-closes, reads one reply line (at most
+//!    [`MAX_REPLY`] bytes, [`REPLY_TIMEOUT`] overall) and prints it.
+//!
+//! Exit codes: 0 `ok:true`; 1 `ok:false` (a refusal from the broker, or a
+//! bad stdin / argv, printed as `{"ok":false,"error":"invalid-request"}`
+//! without contacting the broker); 2 a transport failure, printed as
+//! `{"ok":false,"error":"outcome-unknown"}`. Nothing but the reply (or those
+//! two fixed lines) is printed; the nonce appears only inside the request.
+//! The shim keeps the rest of its environment as it is: clearing it would
+//! launder the run markers the broker's ancestry check looks for.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+/// Longest request on stdin: 1 MiB + 64 KiB (`project.file.save`).
+pub const MAX_REQUEST: usize = 1024 * 1024 + 64 * 1024;
+/// Longest reply line read from the broker.
+pub const MAX_REPLY: usize = 4 * 1024 * 1024;
+/// Overall deadline for connecting, sending and reading the reply.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Marks the re-executed image; its value is the process's own pid.
+pub const STAGE_VAR: &str = "MOSAIC_SHIM_STAGE";
+
+pub const INVALID_REQUEST: &str = r#"{"ok":false,"error":"invalid-request"}"#;
+pub const OUTCOME_UNKNOWN: &str = r#"{"ok":false,"error":"outcome-unknown"}"#;
+
+/// Which shim this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Human,
+    Tester,
+}
+
+impl Kind {
+    pub fn nonce_var(self) -> &'static str {
+        match self {
+            Kind::Human => "MOSAIC_BUS_HUMAN_NONCE",
+            Kind::Tester => "MOSAIC_BUS_TESTER_NONCE",
+        }
+    }
+
+    /// The envelope key the proof goes under.
+    pub fn proof_key(self) -> &'static str {
+        match self {
+            Kind::Human => "human",
+            Kind::Tester => "tester",
+        }
+    }
+}
+
+/// Every shim nonce variable; all are removed before a fresh one is added.
+const NONCE_VARS: &[&str] = &["MOSAIC_BUS_HUMAN_NONCE", "MOSAIC_BUS_TESTER_NONCE"];
+
+/// How a run ends: the line printed and the exit code.
+enum Outcome {
+    Reply(String, bool),
+    Invalid,
+    Unknown,
+}
+
+fn finish(outcome: Outcome) -> ExitCode {
+    let (line, code) = match outcome {
+        Outcome::Reply(line, true) => (line, 0),
+        Outcome::Reply(line, false) => (line, 1),
+        Outcome::Invalid => (INVALID_REQUEST.to_string(), 1),
+        Outcome::Unknown => (OUTCOME_UNKNOWN.to_string(), 2),
+    };
+    let mut out = io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        return ExitCode::from(2);
+    }
+    ExitCode::from(code)
+}
+
+/// The shim's `main`.
+pub fn run(kind: Kind) -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.len() != 2 || args[1].is_empty() {
+        return finish(Outcome::Invalid);
+    }
+    let Ok(raw) = read_bounded(io::stdin().lock(), MAX_REQUEST) else {
+        return finish(Outcome::Invalid);
+    };
+    let Some(request) = parse_request(&raw) else {
+        return finish(Outcome::Invalid);
+    };
+    let me = std::process::id();
+    let second = std::env::var(STAGE_VAR).ok() == Some(me.to_string());
+    if !second {
+        // Only returns on failure.
+        let _ = reexec(kind, &args, &raw);
+        return finish(Outcome::Unknown);
+    }
+    let Ok(nonce) = std::env::var(kind.nonce_var()) else {
+        return finish(Outcome::Unknown);
+    };
+    let Some(start_time) = own_start_time() else {
+        return finish(Outcome::Unknown);
+    };
+    let mut envelope = request;
+    envelope.insert(
+        kind.proof_key().into(),
+        json!({"pid": me, "startTime": start_time, "nonce": nonce}),
+    );
+    let mut line = Value::Object(envelope).to_string();
+    line.push('\n');
+    finish(exchange(std::path::Path::new(&args[1]), line.as_bytes()))
+}
+
+/// Reads everything up to `max` bytes; more is an error.
+pub fn read_bounded<R: Read>(r: R, max: usize) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    r.take(max as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "request too large",
+        ));
+    }
+    Ok(buf)
+}
+
+/// `{business: string, verb: string, args?: object}` and nothing else.
+pub fn parse_request(raw: &[u8]) -> Option<Map<String, Value>> {
+    let text = std::str::from_utf8(raw).ok()?;
+    let Value::Object(obj) = serde_json::from_str::<Value>(text).ok()? else {
+        return None;
+    };
+    let shape_ok = obj
+        .keys()
+        .all(|k| matches!(k.as_str(), "business" | "verb" | "args"))
+        && obj
+            .get("business")
+            .is_some_and(|b| b.as_str().is_some_and(|s| !s.is_empty()))
+        && obj
+            .get("verb")
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        && obj.get("args").is_none_or(Value::is_object);
+    shape_ok.then_some(obj)
+}
+
+/// 128 bits from the OS RNG as 32 lowercase hex digits.
+pub fn fresh_nonce() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes).map_err(|_| io::Error::other("no OS randomness"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn memfd_with(bytes: &[u8]) -> io::Result<File> {
+    // SAFETY: a static NUL-terminated name and plain flags.
+    let fd = unsafe { libc::memfd_create(c"mosaic-shim-request".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create just returned this fd; we own it.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file)
+}
+
+/// Re-executes `/proc/self/exe` with the same argv, the request on stdin
+/// (a memfd) and a fresh nonce in the environment. Returns only on failure.
+fn reexec(kind: Kind, args: &[OsString], raw: &[u8]) -> io::Error {
+    let nonce = match fresh_nonce() {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let stdin = match memfd_with(raw) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::from(stdin));
+    for var in NONCE_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.env(kind.nonce_var(), nonce)
+        .env(STAGE_VAR, std::process::id().to_string());
+    cmd.exec()
+}
+
+/// Field 22 of `/proc/self/stat`, parsed after the last `)`.
+fn own_start_time() -> Option<u64> {
+    let raw = read_bounded(File::open("/proc/self/stat").ok()?, 4096).ok()?;
+    parse_stat_start_time(&raw)
+}
+
+/// Start time (field 22) from `/proc/<pid>/stat` bytes.
+pub fn parse_stat_start_time(raw: &[u8]) -> Option<u64> {
+    let close = raw.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    // After ")": field 3 (state) is the first; field 22 is the 20th.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// Sends one request line and reads one reply line.
+fn exchange(socket: &std::path::Path, line: &[u8]) -> Outcome {
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return Outcome::Unknown;
+    };
+    if stream.set_write_timeout(Some(REPLY_TIMEOUT)).is_err()
+        || stream.write_all(line).is_err()
+        || stream.shutdown(std::net::Shutdown::Write).is_err()
+    {
+        return Outcome::Unknown;
+    }
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Outcome::Unknown;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                reply.extend_from_slice(&buf[..n]);
+                if let Some(i) = reply.iter().position(|b| *b == b'\n') {
+                    reply.truncate(i);
+                    break;
+                }
+                if reply.len() > MAX_REPLY {
+                    return Outcome::Unknown;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Outcome::Unknown,
+        }
+    }
+    classify_reply(&reply)
+}
+
+/// A reply must be one JSON object with a boolean `ok`.
+fn classify_reply(reply: &[u8]) -> Outcome {
+    let Ok(text) = std::str::from_utf8(reply) else {
+        return Outcome::Unknown;
+    };
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text) else {
+        return Outcome::Unknown;
+    };
+    match obj.get("ok") {
+        Some(Value::Bool(ok)) => Outcome::Reply(text.trim_end_matches('\r').to_string(), *ok),
+        _ => Outcome::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_start_time_after_last_paren() {
+        let line = b"42 (a) b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
+        assert_eq!(parse_stat_start_time(line), Some(98765));
+        assert_eq!(parse_stat_start_time(b"42 (x) S 1"), None);
+    }
+
+    #[test]
+    fn request_shape() {
+        assert!(parse_request(br#"{"business":"acme","verb":"agents"}"#).is_some());
+        assert!(parse_request(br#"{"business":"acme","verb":"x","args":{"a":1}}"#).is_some());
+        assert!(parse_request(br#"{"business":"acme","verb":"x","args":[]}"#).is_none());
+        assert!(parse_request(br#"{"business":"acme","verb":"x","cap":"c"}"#).is_none());
+        assert!(parse_request(br#"{"verb":"x"}"#).is_none());
+        assert!(parse_request(b"[1]").is_none());
+        assert!(parse_request(b"\xff").is_none());
+    }
+
+    #[test]
+    fn nonce_is_32_hex_and_fresh() {
+        let a = fresh_nonce().unwrap();
+        let b = fresh_nonce().unwrap();
+        assert_eq!(a.len(), 32);
+        assert!(a
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn bounded_read_refuses_oversize() {
+        assert_eq!(read_bounded(&b"abcd"[..], 4).unwrap(), b"abcd");
+        assert!(read_bounded(&b"abcde"[..], 4).is_err());
+    }
+}

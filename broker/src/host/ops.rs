@@ -8,7 +8,6 @@ use serde_json::{json, Map, Value};
 
 /// Ops the spec names that later issues will serve.
 const PLANNED: &[&str] = &[
-    "credentialStatus",
     "checkPush",
     "recordPush",
     "reviewFetch",
@@ -60,6 +59,7 @@ pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
         "authorize" => authorize(rt, m).map(|r| json!({"ok": true, "result": r})),
         "authorizeLaunch" => authorize_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
         "refuse" => refuse(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "credentialStatus" => credential_status(rt, m).map(|r| json!({"ok": true, "result": r})),
         "close" => Err(Code::InvalidRequest),
         other if PLANNED.contains(&other) => Err(Code::NotImplemented),
         _ => Err(Code::UnknownOp),
@@ -142,4 +142,26 @@ fn refuse(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
         return Err(Code::InvalidRequest);
     }
     rt.refuse(&cap, &code, subject.as_deref())
+}
+
+fn credential_status(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let business = take_str(&mut m, "business")?;
+    let role = take_str(&mut m, "role")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |core| {
+        let b = core
+            .config
+            .businesses
+            .get(&business)
+            .ok_or(Code::UnknownBusiness)?;
+        if !b.roles.contains_key(&role) {
+            return Err(Code::UnknownRole);
+        }
+        let now = crate::store::clock::now_ms();
+        Ok(Value::Array(
+            core.credentials.status_rows(&business, &role, now),
+        ))
+    })?
 }

@@ -24,7 +24,6 @@ const PLANNED: &[&str] = &[
     "inbox",
     "tasks",
     "agents",
-    "credentials",
     "requirements",
     "state",
     "replies",
@@ -64,8 +63,10 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = matches!(verb, "role.claim" | "role.release" | "event.emit" | "trail")
-        || DECISION_VERBS.contains(&verb)
+    let known = matches!(
+        verb,
+        "role.claim" | "role.release" | "event.emit" | "trail" | "credentials"
+    ) || DECISION_VERBS.contains(&verb)
         || PLANNED.contains(&verb);
     if !known {
         return Err(Code::UnknownVerb);
@@ -87,6 +88,7 @@ pub fn dispatch(
         "decisions" => decisions::list(core, caller, args),
         "launch.revoke" => launch::revoke(core, caller, args),
         "launch.restore" => launch::restore(core, caller, args),
+        "credentials" => reads::credentials(core, caller, args),
         _ => Err(Code::NotImplemented),
     }
 }

@@ -1,0 +1,340 @@
+//! The store on real SQLite files: open-time checks, append-only triggers
+//! enforced by the database itself, and the insert-scoped timestamp check
+//! refusing exactly what the spec's full scan would flag.
+
+use mosaic_bus::error::Code;
+use mosaic_bus::store::root::BusDir;
+use mosaic_bus::store::{full_timestamp_scan, schema, Store};
+use rusqlite::{params, Connection};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn fresh() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let bus = BusDir::acquire(d.path()).unwrap();
+    let db = bus.db_path();
+    {
+        let mut s = Store::open(&db).unwrap();
+        s.write(|t| {
+            let at = t.now();
+            t.tx.execute(
+                "INSERT INTO events(id, business, kind, body, at) VALUES ('e1', 'acme', 'x.y', '{}', ?1)",
+                [at],
+            )
+            .map_err(|_| Code::StorageUnavailable)?;
+            Ok(())
+        })
+        .unwrap();
+    }
+    bus.release();
+    (d, db)
+}
+
+fn raw(db: &Path) -> Connection {
+    Connection::open(db).unwrap()
+}
+
+fn open_code(db: &Path) -> Option<Code> {
+    Store::open(db).err()
+}
+
+#[test]
+fn sql_update_delete_and_replace_are_refused_by_the_database() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let tables = [
+        "meta",
+        "events",
+        "decisions",
+        "decision_events",
+        "role_claims",
+        "messages",
+        "deliveries",
+        "read_receipts",
+        "task_snapshots",
+    ];
+    for t in tables {
+        let upd = c.execute(&format!("UPDATE {t} SET rowid = rowid"), []);
+        // An empty table has nothing to update; the trigger fires per row.
+        let n: i64 = c
+            .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .unwrap();
+        if n > 0 {
+            assert!(format!("{upd:?}").contains("append-only"), "{t}: {upd:?}");
+            let del = c.execute(&format!("DELETE FROM {t}"), []);
+            assert!(format!("{del:?}").contains("append-only"), "{t}: {del:?}");
+        }
+    }
+    let replace = c.execute(
+        "INSERT OR REPLACE INTO events(seq, id, business, kind, body, at)
+         SELECT seq, id, business, kind, '{\"x\":1}', '2099-01-01T00:00:00.000Z' FROM events",
+        [],
+    );
+    assert!(
+        format!("{replace:?}").contains("append-only"),
+        "{replace:?}"
+    );
+    let replace_meta = c.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', '9z')",
+        [],
+    );
+    assert!(format!("{replace_meta:?}").contains("append-only"));
+    let v: String = c
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, "3b");
+    drop(c);
+    assert_eq!(open_code(&db), None, "the store still opens");
+}
+
+#[test]
+fn open_refuses_missing_metadata_other_versions_and_changed_schema() {
+    // A database file with no metadata is never initialized over.
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("bus.sqlite");
+    {
+        let c = raw(&db);
+        c.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x);")
+            .unwrap();
+    }
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(open_code(&db), Some(Code::SchemaMetadata));
+    let c = raw(&db);
+    let tables: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0, "not reinitialized");
+
+    // An empty existing file is not initialized either.
+    let d2 = tempfile::tempdir().unwrap();
+    let empty = d2.path().join("bus.sqlite");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(open_code(&empty), Some(Code::SchemaMetadata));
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+
+    // Another schema version (metadata rewritten behind the guard's back).
+    let (_d3, db3) = fresh();
+    {
+        let c = raw(&db3);
+        c.execute_batch(
+            "DROP TRIGGER meta_no_update; UPDATE meta SET value = '3a' WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    assert_eq!(open_code(&db3), Some(Code::SchemaVersion));
+
+    // A dropped guard changes sqlite_master: the digest refuses.
+    let (_d4, db4) = fresh();
+    raw(&db4)
+        .execute_batch("DROP TRIGGER events_no_delete;")
+        .unwrap();
+    assert_eq!(open_code(&db4), Some(Code::SchemaDigest));
+
+    // An extra index too.
+    let (_d5, db5) = fresh();
+    raw(&db5)
+        .execute_batch("CREATE INDEX sneaky ON events(kind);")
+        .unwrap();
+    assert_eq!(open_code(&db5), Some(Code::SchemaDigest));
+
+    // Not WAL.
+    let (_d6, db6) = fresh();
+    raw(&db6)
+        .execute_batch("PRAGMA journal_mode=DELETE;")
+        .unwrap();
+    assert_eq!(open_code(&db6), Some(Code::JournalMode));
+}
+
+#[test]
+fn open_refuses_a_broken_foreign_key_and_a_bad_stored_timestamp() {
+    let (_d, db) = fresh();
+    {
+        let c = raw(&db);
+        // A careless tool with foreign keys off.
+        c.execute_batch("PRAGMA foreign_keys=OFF;").unwrap();
+        c.execute(
+            "INSERT INTO deliveries(message, run, at) VALUES ('no-such-message', 'r', '2099-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+    }
+    assert_eq!(open_code(&db), Some(Code::Integrity));
+
+    let (_d2, db2) = fresh();
+    {
+        let c = raw(&db2);
+        c.execute_batch(
+            "DROP TRIGGER events_at;
+             INSERT INTO events(id, business, kind, body, at) VALUES ('e2','acme','x.y','{}','2099-01-01 00:00:00');",
+        )
+        .unwrap();
+    }
+    // The dropped trigger alone already fails the digest check.
+    assert_eq!(open_code(&db2), Some(Code::SchemaDigest));
+}
+
+#[test]
+fn timestamps_increase_across_reopen() {
+    let (_d, db) = fresh();
+    let first: String = raw(&db)
+        .query_row("SELECT at FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    // Pretend the last write was far in the future: the clock must continue past it.
+    {
+        let c = raw(&db);
+        c.execute(
+            "INSERT INTO events(id, business, kind, body, at) VALUES ('e9','acme','x.y','{}','2999-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
+    }
+    let mut s = Store::open(&db).unwrap();
+    let at = s
+        .write(|t| {
+            let at = t.now();
+            t.tx.execute(
+                "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme','pm','r1','claim',?1)",
+                [&at],
+            )
+            .map_err(|_| Code::StorageUnavailable)?;
+            Ok(at)
+        })
+        .unwrap();
+    assert!(at.as_str() > "2999-01-01T00:00:00.000Z", "{at}");
+    assert!(at > first);
+}
+
+/// Every candidate timestamp is inserted through the trigger; separately the
+/// same rows are written with the trigger removed and the full scan judges
+/// them. The two must agree row by row.
+#[test]
+fn insert_scoped_check_refuses_exactly_what_a_full_scan_flags() {
+    let candidates = [
+        "2030-01-01T00:00:00.000Z", // ok
+        "2030-01-01T00:00:00.000Z", // equal to previous: not increasing
+        "2030-01-01T00:00:00.001Z", // ok
+        "2030-01-01T00:00:00Z",     // no millis
+        "2030-01-01 00:00:00.002Z", // space
+        "2030-01-01T00:00:00.002",  // no Z
+        "2030-02-30T00:00:00.002Z", // no such day
+        "2030-01-01T00:00:00.002+00:00",
+        "2029-12-31T23:59:59.999Z", // earlier than the latest good one
+        "garbage",
+        "2030-01-01T00:00:00.003Z",  // ok
+        "2030-01-01T25:00:00.004Z",  // hour 25
+        "2030-01-01T00:00:00.0040Z", // too many digits
+        "2030-01-01T00:00:01.000Z",  // ok
+    ];
+    // 1. Through the trigger.
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let mut refused = Vec::new();
+    for (i, at) in candidates.iter().enumerate() {
+        let r = c.execute(
+            "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme', ?1, 'r', 'release', ?2)",
+            params![format!("role{i}"), at],
+        );
+        // release without a claim is refused by another trigger; use op 'claim' on distinct roles.
+        let r = match r {
+            Err(e) if format!("{e}").contains("not-holder") => c.execute(
+                "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme', ?1, 'r', 'claim', ?2)",
+                params![format!("role{i}"), at],
+            ),
+            other => other,
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) => {
+                assert!(format!("{e}").contains("timestamp"), "{at}: {e}");
+                refused.push(i);
+            }
+        }
+    }
+    // 2. Without the trigger, scanned afterwards.
+    let (_d2, db2) = fresh();
+    let c2 = raw(&db2);
+    c2.execute_batch("DROP TRIGGER role_claims_at;").unwrap();
+    let mut seq_of = Vec::new();
+    let mut flagged_idx = Vec::new();
+    for (i, at) in candidates.iter().enumerate() {
+        c2.execute(
+            "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme', ?1, 'r', 'claim', ?2)",
+            params![format!("role{i}"), at],
+        )
+        .unwrap();
+        seq_of.push(c2.last_insert_rowid());
+        // The scan judges each row against the rows accepted before it, as
+        // the trigger does; a flagged row is removed again so later rows see
+        // the same history the trigger's table has.
+        let flagged = full_timestamp_scan(&c2).unwrap();
+        let hit = flagged
+            .iter()
+            .any(|(t, s)| t == "role_claims" && *s == seq_of[i]);
+        if hit {
+            flagged_idx.push(i);
+            c2.execute_batch("DROP TRIGGER role_claims_no_delete;").ok();
+            c2.execute("DELETE FROM role_claims WHERE seq = ?1", [seq_of[i]])
+                .unwrap();
+        }
+    }
+    assert_eq!(refused, flagged_idx);
+    assert_eq!(refused, vec![1, 3, 4, 5, 6, 7, 8, 9, 11, 12]);
+}
+
+#[test]
+fn a_malformed_row_rolls_back_its_whole_transaction() {
+    let (_d, db) = fresh();
+    let mut s = Store::open(&db).unwrap();
+    let before: i64 = s
+        .conn()
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    let r = s.write(|t| {
+        let at = t.now();
+        t.tx.execute(
+            "INSERT INTO events(id, business, kind, body, at) VALUES ('ok1','acme','x.y','{}',?1)",
+            [at],
+        )
+        .map_err(|_| Code::StorageUnavailable)?;
+        t.tx.execute(
+            "INSERT INTO events(id, business, kind, body, at) VALUES ('bad','acme','x.y','{}','2099-01-01')",
+            [],
+        )
+        .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
+        Ok(())
+    });
+    assert_eq!(r, Err(Code::Timestamp));
+    let after: i64 = s
+        .conn()
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(before, after, "the good row rolled back with the bad one");
+}
+
+#[test]
+fn pinned_schema_counts() {
+    let c = Connection::open_in_memory().unwrap();
+    c.execute_batch(schema::SCHEMA_SQL).unwrap();
+    let count = |ty: &str| -> i64 {
+        c.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = ?1 AND name NOT LIKE 'sqlite_%'",
+            [ty],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(count("view"), 5);
+    assert!(count("trigger") >= 36);
+}

@@ -1,0 +1,296 @@
+//! Listener, one thread per connection, and the four verbs.
+//!
+//! Invariants: identity is read (SO_PEERCRED + pidfd) before any byte is
+//! parsed; the reply is written only after newline + EOF; every state change
+//! is durable before it is acknowledged (a failed save changes nothing).
+
+use super::ancestry::{self, Peer};
+use super::code::Code;
+use super::frame;
+use super::request::{self, Binding, Identity, Request};
+use super::state::{self, Session, State, TokenRecord};
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The per-connection deadline.
+pub const DEADLINE: Duration = Duration::from_secs(1);
+/// Most connections in flight; more are refused with `busy`.
+pub const MAX_CONNECTIONS: usize = 64;
+
+pub struct Shared {
+    pub state: Mutex<State>,
+    pub state_path: PathBuf,
+    pub in_flight: AtomicUsize,
+    /// Test hook: stall between the ancestry walk and its re-read.
+    pub walk_pause: Option<Duration>,
+}
+
+type Reply = Result<Map<String, Value>, Code>;
+
+/// Accept until `stop` is set; then wait for in-flight connections.
+pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    while !stop.load(Ordering::SeqCst) {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+        if n <= 0 {
+            continue;
+        }
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(_) => continue,
+        };
+        if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.set_write_timeout(Some(DEADLINE));
+            finish(stream, Err(Code::Busy));
+            continue;
+        }
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new().spawn(move || {
+            handle(stream, &sh);
+            sh.in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let until = Instant::now() + DEADLINE * 3;
+    while shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn write_reply(stream: &mut UnixStream, reply: Reply) -> std::io::Result<()> {
+    let value = match reply {
+        Ok(mut m) => {
+            m.insert("ok".into(), Value::Bool(true));
+            Value::Object(m)
+        }
+        Err(code) => json!({"ok": false, "code": code.as_str()}),
+    };
+    let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    stream.flush()
+}
+
+fn handle(mut stream: UnixStream, shared: &Shared) {
+    let deadline = Instant::now() + DEADLINE;
+    let _ = stream.set_write_timeout(Some(DEADLINE));
+    let peer = ancestry::identify(&stream);
+    let reply = match frame::read_frame(&mut stream, deadline) {
+        Err(code) => Err(code),
+        Ok(bytes) => match peer {
+            Err(code) => Err(code),
+            Ok(peer) => request::parse(&bytes).and_then(|req| dispatch(req, &peer, shared)),
+        },
+    };
+    finish(stream, reply);
+}
+
+/// Write the reply, half-close, and discard what the client already sent
+/// but we did not read (bounded, non-blocking): closing a Unix socket with
+/// unread input would make the client's read fail with ECONNRESET before it
+/// sees the refusal.
+fn finish(mut stream: UnixStream, reply: Reply) {
+    let _ = write_reply(&mut stream, reply);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 8192];
+        let mut budget = 4 * frame::FRAME_MAX;
+        while budget > 0 {
+            match std::io::Read::read(&mut stream, &mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => budget = budget.saturating_sub(n),
+            }
+        }
+    }
+}
+
+fn dispatch(req: Request, peer: &Peer, shared: &Shared) -> Reply {
+    let mut guard = match shared.state.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let mut next = guard.clone();
+    let mut dirty = false;
+    let reply = apply(&mut next, &mut dirty, req, peer, shared.walk_pause);
+    if dirty {
+        if state::save(&shared.state_path, &next).is_err() {
+            return Err(Code::StateWriteFailed);
+        }
+        *guard = next;
+    }
+    reply
+}
+
+fn apply(
+    st: &mut State,
+    dirty: &mut bool,
+    req: Request,
+    peer: &Peer,
+    pause: Option<Duration>,
+) -> Reply {
+    match req {
+        Request::RegisterAnchor { generation } => register(st, dirty, generation, peer),
+        Request::Authenticate(id) => {
+            let i = authenticate(st, dirty, &id, peer, pause)?;
+            let mut m = Map::new();
+            m.insert(
+                "runtime_generation".into(),
+                st.sessions[i].runtime_generation.into(),
+            );
+            Ok(m)
+        }
+        Request::MintToken(id, binding) => {
+            let i = authenticate(st, dirty, &id, peer, pause)?;
+            mint(&mut st.sessions[i], dirty, binding)
+        }
+        Request::ConsumeToken(id, token) => {
+            let i = authenticate(st, dirty, &id, peer, pause)?;
+            consume(&mut st.sessions[i], dirty, &token)
+        }
+    }
+}
+
+/// Drop every prior token's usability: the new incarnation starts clean.
+fn bump(s: &mut Session, generation: u64) {
+    s.runtime_generation = generation;
+    for t in &mut s.tokens {
+        t.consumed = true;
+    }
+    prune_consumed(s);
+}
+
+fn prune_consumed(s: &mut Session) {
+    let consumed = s.tokens.iter().filter(|t| t.consumed).count();
+    let mut excess = consumed.saturating_sub(state::MAX_CONSUMED_TOKENS);
+    s.tokens.retain(|t| {
+        if t.consumed && excess > 0 {
+            excess -= 1;
+            false
+        } else {
+            true
+        }
+    });
+}
+
+fn anchor_alive(s: &Session) -> bool {
+    match crate::procfs::read_stat(s.anchor_pid) {
+        Ok(st) => st.start_time == s.anchor_starttime,
+        Err(crate::procfs::ProcError::Gone) => false,
+        Err(_) => true,
+    }
+}
+
+fn register(st: &mut State, dirty: &mut bool, generation: u64, peer: &Peer) -> Reply {
+    let (pid, start) = peer.anchor_key()?;
+    let new_id = state::random_id().ok_or(Code::Internal)?;
+    let mut m = Map::new();
+    m.insert("runtime_generation".into(), generation.into());
+    if let Some(s) = st
+        .sessions
+        .iter_mut()
+        .find(|s| s.anchor_pid == pid && s.anchor_starttime == start)
+    {
+        if generation < s.runtime_generation {
+            return Err(Code::StaleGeneration);
+        }
+        if generation == s.runtime_generation {
+            return Err(Code::AlreadyRegistered);
+        }
+        // New incarnation: fresh session_id, all prior tokens consumed.
+        bump(s, generation);
+        s.session_id = new_id.clone();
+        *dirty = true;
+        m.insert("session_id".into(), new_id.into());
+        return Ok(m);
+    }
+    let before = st.sessions.len();
+    st.sessions.retain(anchor_alive);
+    if st.sessions.len() != before {
+        *dirty = true;
+    }
+    if st.sessions.len() >= state::MAX_SESSIONS {
+        return Err(Code::TooManySessions);
+    }
+    st.sessions.push(Session {
+        session_id: new_id.clone(),
+        anchor_pid: pid,
+        anchor_starttime: start,
+        uid: peer.uid,
+        runtime_generation: generation,
+        tokens: Vec::new(),
+    });
+    *dirty = true;
+    m.insert("session_id".into(), new_id.into());
+    Ok(m)
+}
+
+fn authenticate(
+    st: &mut State,
+    dirty: &mut bool,
+    id: &Identity,
+    peer: &Peer,
+    pause: Option<Duration>,
+) -> Result<usize, Code> {
+    let i = st.find(&id.session_id).ok_or(Code::UnknownSession)?;
+    let s = &mut st.sessions[i];
+    peer.walk_to(s.anchor_pid, s.anchor_starttime, pause)?;
+    if id.generation < s.runtime_generation {
+        return Err(Code::StaleGeneration);
+    }
+    if id.generation > s.runtime_generation {
+        bump(s, id.generation);
+        *dirty = true;
+    }
+    Ok(i)
+}
+
+fn mint(s: &mut Session, dirty: &mut bool, binding: Binding) -> Reply {
+    if s.tokens.iter().filter(|t| !t.consumed).count() >= state::MAX_LIVE_TOKENS {
+        return Err(Code::TooManyTokens);
+    }
+    let token = state::random_id().ok_or(Code::Internal)?;
+    s.tokens.push(TokenRecord {
+        token: token.clone(),
+        runtime_generation: s.runtime_generation,
+        binding,
+        consumed: false,
+    });
+    *dirty = true;
+    let mut m = Map::new();
+    m.insert("token".into(), token.into());
+    Ok(m)
+}
+
+fn consume(s: &mut Session, dirty: &mut bool, token: &str) -> Reply {
+    let t = s
+        .tokens
+        .iter_mut()
+        .find(|t| state::ct_eq(&t.token, token))
+        .ok_or(Code::UnknownToken)?;
+    if t.consumed {
+        return Err(Code::TokenConsumed);
+    }
+    t.consumed = true;
+    let binding = serde_json::to_value(&t.binding).map_err(|_| Code::Internal)?;
+    let generation = t.runtime_generation;
+    prune_consumed(s);
+    *dirty = true;
+    let mut m = Map::new();
+    m.insert("binding".into(), binding);
+    m.insert("runtime_generation".into(), generation.into());
+    Ok(m)
+}

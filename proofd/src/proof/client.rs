@@ -1,0 +1,252 @@
+//! The broker's side of `mosaic-proofd`: spawn the helper over a CLOEXEC
+//! socketpair, handshake, then one blocking request/reply at a time with a
+//! read deadline. Any transport failure (EOF, timeout, bad reply, the child
+//! gone) makes the client unusable and returns [`ProofdError::Unavailable`]
+//! so the broker can respawn.
+
+use std::fmt;
+use std::io::{self, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::protocol::{read_line_bounded, Line, MAX_LINE, VERSION};
+use super::{Kind, ProofCode};
+
+/// The fd number the helper finds its end of the socketpair at.
+pub const CHILD_FD: i32 = 3;
+/// How long the client waits for one reply.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a proofd call did not succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProofdError {
+    /// proofd answered with a refusal code.
+    Refused(ProofCode),
+    /// proofd is dead, timed out or spoke nonsense (`proof-unavailable`).
+    Unavailable,
+}
+
+impl ProofdError {
+    /// The wire code the broker replies with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProofdError::Refused(c) => c.as_str(),
+            ProofdError::Unavailable => "proof-unavailable",
+        }
+    }
+}
+
+impl fmt::Display for ProofdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for ProofdError {}
+
+/// A running `mosaic-proofd` and the broker's end of its socketpair.
+pub struct ProofdClient {
+    child: Child,
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: i64,
+    broken: bool,
+}
+
+fn socketpair_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid 2-element array; both fds are owned below.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded, so both fds are open and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl ProofdClient {
+    /// Spawns `exe --fd 3` with its end of a fresh socketpair at fd 3 and
+    /// performs the `hello` handshake.
+    pub fn spawn(exe: &Path) -> io::Result<ProofdClient> {
+        let (ours, theirs) = socketpair_cloexec()?;
+        let their_fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(exe);
+        cmd.arg("--fd")
+            .arg(CHILD_FD.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if their_fd == CHILD_FD {
+                    let flags = libc::fcntl(CHILD_FD, libc::F_GETFD);
+                    if flags < 0
+                        || libc::fcntl(CHILD_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                } else if libc::dup2(their_fd, CHILD_FD) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(theirs);
+        let stream = UnixStream::from(ours);
+        stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+        let mut client = ProofdClient {
+            child,
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+            next_id: 0,
+            broken: false,
+        };
+        let reply = client
+            .call(json!({"op": "hello", "version": VERSION}), None)
+            .map_err(|_| io::Error::other("proofd handshake failed"))?;
+        if reply.get("ok") != Some(&Value::Bool(true))
+            || reply.get("version").and_then(Value::as_u64) != Some(VERSION)
+        {
+            client.kill();
+            return Err(io::Error::other("proofd handshake refused"));
+        }
+        Ok(client)
+    }
+
+    /// The helper's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// False once a call failed for transport reasons or the child exited.
+    pub fn is_alive(&mut self) -> bool {
+        !self.broken && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Replaces proofd's known-launch registry with `set` of `(pid, start_time)`.
+    pub fn set_launches(&mut self, set: &[(i32, u64)]) -> Result<(), ProofdError> {
+        let items: Vec<Value> = set
+            .iter()
+            .map(|(pid, st)| json!({"pid": pid, "startTime": st}))
+            .collect();
+        let id = self.fresh_id();
+        self.expect_ok(json!({"op": "launches", "id": id, "set": items}), id)
+    }
+
+    /// Asks proofd to check one shim proof.
+    pub fn verify(
+        &mut self,
+        kind: Kind,
+        pid: i32,
+        start_time: u64,
+        nonce: &str,
+        exe: &Path,
+        uid: u32,
+    ) -> Result<(), ProofdError> {
+        let exe = exe
+            .to_str()
+            .ok_or(ProofdError::Refused(ProofCode::InvalidRequest))?;
+        let id = self.fresh_id();
+        self.expect_ok(
+            json!({"op": "verify", "id": id, "kind": kind.as_str(), "pid": pid,
+                   "startTime": start_time, "nonce": nonce, "exe": exe, "uid": uid}),
+            id,
+        )
+    }
+
+    fn fresh_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn expect_ok(&mut self, req: Value, id: i64) -> Result<(), ProofdError> {
+        let reply = self.call(req, Some(id))?;
+        match reply.get("ok") {
+            Some(Value::Bool(true)) => Ok(()),
+            Some(Value::Bool(false)) => {
+                let code = reply
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .and_then(ProofCode::parse);
+                match code {
+                    Some(c) => Err(ProofdError::Refused(c)),
+                    None => self.fail(),
+                }
+            }
+            _ => self.fail(),
+        }
+    }
+
+    fn fail<T>(&mut self) -> Result<T, ProofdError> {
+        self.kill();
+        Err(ProofdError::Unavailable)
+    }
+
+    fn kill(&mut self) {
+        self.broken = true;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn call(&mut self, req: Value, id: Option<i64>) -> Result<Value, ProofdError> {
+        if self.broken {
+            return Err(ProofdError::Unavailable);
+        }
+        let mut line = req.to_string();
+        line.push('\n');
+        if line.len() > MAX_LINE {
+            return Err(ProofdError::Refused(ProofCode::InvalidRequest));
+        }
+        if self.writer.write_all(line.as_bytes()).is_err() {
+            return self.fail();
+        }
+        let bytes = match read_line_bounded(&mut self.reader, MAX_LINE) {
+            Ok(Line::Data(b)) => b,
+            _ => return self.fail(),
+        };
+        let Ok(reply) = serde_json::from_slice::<Value>(&bytes) else {
+            return self.fail();
+        };
+        if reply.get("id").and_then(Value::as_i64) != id {
+            return self.fail();
+        }
+        Ok(reply)
+    }
+}
+
+impl Drop for ProofdClient {
+    fn drop(&mut self) {
+        // Closing our end makes proofd see EOF and exit 0; reap it.
+        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+        match self.child.try_wait() {
+            Ok(Some(_)) => {}
+            _ => {
+                let deadline = std::time::Instant::now() + Duration::from_millis(500);
+                while std::time::Instant::now() < deadline {
+                    if let Ok(Some(_)) = self.child.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}

@@ -1,0 +1,1148 @@
+//! Integration tests for `mosaic-leased`: the real binary, real Unix sockets,
+//! real processes as anchors, descendants and strangers.
+
+// The helper that plays anchor / descendant / stranger (Python 3, stdlib only).
+const AGENT: &str = r##"
+# Test helper for proofd/tests/leased_daemon.rs: a real process that talks to
+# mosaic-leased. `agent SOCK` reads one JSON command per stdin line and
+# answers one JSON line on stdout; `nested SOCK DEPTH HEXREQ [KILLPARENT]`
+# runs the request DEPTH processes further down the tree.
+import json, os, select, signal, socket, subprocess, sys, time
+
+SCRIPT = os.path.abspath(__file__)
+
+
+def request(sock, raw, kill_parent_after=None):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(sock)
+    s.sendall(raw)
+    s.shutdown(socket.SHUT_WR)
+    if kill_parent_after is not None:
+        time.sleep(kill_parent_after)
+        os.kill(os.getppid(), signal.SIGKILL)
+    return read_all(s)
+
+
+def read_all(s):
+    data = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        data += c
+    return data.decode()
+
+
+def nested(sock, depth, hexreq, kill=None):
+    if depth > 0:
+        args = [sys.executable, SCRIPT, "nested", sock, str(depth - 1), hexreq]
+        if kill is not None:
+            args.append(kill)
+        # stdout is inherited: the innermost process writes straight to the
+        # agent, even if an intermediate process is killed.
+        subprocess.run(args, check=False)
+        return
+    k = float(kill) if kill is not None else None
+    sys.stdout.write(request(sock, bytes.fromhex(hexreq), k))
+    sys.stdout.flush()
+
+
+def stranger(sock, raw):
+    r, w = os.pipe()
+    mid = os.fork()
+    if mid == 0:
+        mid = os.getpid()
+        if os.fork() == 0:
+            os.close(r)
+            deadline = time.time() + 5
+            while os.getppid() == mid and time.time() < deadline:
+                time.sleep(0.01)
+            try:
+                out = request(sock, raw)
+            except Exception as e:
+                out = "client-error " + str(e)
+            os.write(w, out.encode())
+            os._exit(0)
+        os._exit(0)
+    os.close(w)
+    os.waitpid(mid, 0)
+    data = b""
+    while True:
+        c = os.read(r, 65536)
+        if not c:
+            break
+        data += c
+    os.close(r)
+    return data.decode()
+
+
+def peer_gone(sock, raw):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        s.sendall(raw)
+        socket.send_fds(b, [b"x"], [s.fileno()])
+        os._exit(0)
+    _, fds, _, _ = socket.recv_fds(a, 1, 1)
+    os.waitpid(pid, 0)
+    s = socket.socket(fileno=fds[0])
+    s.settimeout(5)
+    s.shutdown(socket.SHUT_WR)
+    return read_all(s)
+
+
+HELD = []
+
+
+def many(sock, n, raw):
+    # n forked anchors, each registers and stays alive until `release`.
+    hold_r, hold_w = os.pipe()
+    # One after another: each child registers, reports, then waits.
+    pids = []
+    codes = []
+    for _ in range(n):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.close(hold_w)
+            out = request(sock, raw)
+            os.write(w, json.dumps(json.loads(out).get("code", "ok")).encode())
+            os.close(w)
+            os.read(hold_r, 1)
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            c = os.read(r, 65536)
+            if not c:
+                break
+            data += c
+        os.close(r)
+        codes.append(json.loads(data))
+        pids.append(pid)
+    os.close(hold_r)
+    HELD.append((hold_w, pids))
+    return codes
+
+
+def release():
+    for hold_w, pids in HELD:
+        os.close(hold_w)
+        for p in pids:
+            os.waitpid(p, 0)
+    HELD.clear()
+
+
+def agent(sock):
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        raw = (json.dumps(cmd["obj"]) + "\n").encode() if "obj" in cmd else b""
+        if op == "pid":
+            out = str(os.getpid())
+        elif op == "req":
+            out = request(sock, raw)
+        elif op == "nested":
+            args = [sys.executable, SCRIPT, "nested", sock, str(cmd["depth"]), raw.hex()]
+            if "kill_parent_after" in cmd:
+                args.append(str(cmd["kill_parent_after"]))
+            out = subprocess.run(args, stdout=subprocess.PIPE, check=False).stdout.decode()
+        elif op == "stranger":
+            out = stranger(sock, raw)
+        elif op == "peer_gone":
+            out = peer_gone(sock, raw)
+        elif op == "many":
+            out = json.dumps(many(sock, cmd["n"], raw))
+        elif op == "release":
+            release()
+            out = "released"
+        else:
+            out = "bad-op"
+        sys.stdout.write(json.dumps({"out": out.strip()}) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "agent":
+        agent(sys.argv[2])
+    else:
+        nested(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+"##;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mosaic-leased");
+
+/// A private directory (0700), removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "mosaic-leased-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+    fn path(&self, leaf: &str) -> PathBuf {
+        self.0.join(leaf)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Daemon {
+    child: Option<Child>,
+    sock: PathBuf,
+}
+
+fn spawn_daemon(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
+    Command::new(BIN)
+        .arg("--socket")
+        .arg(sock)
+        .arg("--state")
+        .arg(state)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+impl Daemon {
+    fn start(dir: &TempDir) -> Daemon {
+        Daemon::start_with(dir, &dir.path("state.json"), &[])
+    }
+
+    fn start_with(dir: &TempDir, state: &Path, env: &[(&str, &str)]) -> Daemon {
+        let sock = dir.path("leased.sock");
+        let mut child = spawn_daemon(&sock, state, env);
+        let until = Instant::now() + Duration::from_secs(10);
+        while UnixStream::connect(&sock).is_err() {
+            if let Ok(Some(st)) = child.try_wait() {
+                let mut err = String::new();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("daemon exited early: {st:?} {err}");
+            }
+            assert!(Instant::now() < until, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon {
+            child: Some(child),
+            sock,
+        }
+    }
+
+    /// SIGTERM and wait.
+    fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run the daemon expecting a startup refusal: (exit code, stderr).
+fn refused_start(dir: &TempDir, state: &Path, sock: &Path) -> (Option<i32>, String) {
+    let mut child = spawn_daemon(sock, state, &[]);
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (st.code(), err);
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = dir;
+            panic!("daemon started although startup should be refused");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn connect(sock: &Path) -> UnixStream {
+    let s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+fn read_reply(mut s: UnixStream) -> String {
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Write raw bytes, half-close, read the reply.
+fn raw(sock: &Path, bytes: &[u8]) -> String {
+    let mut s = connect(sock);
+    s.write_all(bytes).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    read_reply(s)
+}
+
+fn parse_reply(text: &str) -> Value {
+    assert!(
+        text.ends_with('\n'),
+        "reply not newline-terminated: {text:?}"
+    );
+    assert_eq!(text.matches('\n').count(), 1, "more than one reply line");
+    serde_json::from_str(text.trim_end()).unwrap()
+}
+
+/// One request from the test process itself.
+fn req(sock: &Path, v: &Value) -> Value {
+    let mut bytes = serde_json::to_vec(v).unwrap();
+    bytes.push(b'\n');
+    parse_reply(&raw(sock, &bytes))
+}
+
+/// The refusal code of a reply (asserts it is a refusal with only ok+code).
+fn code(v: &Value) -> String {
+    assert_eq!(v["ok"], json!(false), "expected refusal, got {v}");
+    assert_eq!(
+        v.as_object().unwrap().len(),
+        2,
+        "refusal carries extra keys: {v}"
+    );
+    v["code"].as_str().unwrap().to_owned()
+}
+
+fn ok(v: &Value) -> &Value {
+    assert_eq!(v["ok"], json!(true), "expected success, got {v}");
+    v
+}
+
+fn register(generation: u64) -> Value {
+    json!({"action":"register_anchor","runtime_generation":generation})
+}
+
+fn auth(sid: &str, generation: u64) -> Value {
+    json!({"action":"authenticate","session_id":sid,"runtime_generation":generation})
+}
+
+fn binding(n: u64) -> Value {
+    json!({"compaction_epoch":n,"request_epoch":n + 1,"h_source":"sha256:aa","h_payload":"sha256:bb","schema_version":1})
+}
+
+fn mint(sid: &str, generation: u64, n: u64) -> Value {
+    json!({"action":"mint_token","session_id":sid,"runtime_generation":generation,"binding":binding(n)})
+}
+
+fn consume(sid: &str, generation: u64, token: &str) -> Value {
+    json!({"action":"consume_token","session_id":sid,"runtime_generation":generation,"token":token})
+}
+
+/// A Python process outside the test's own identity: it is the anchor, and
+/// spawns descendants and strangers on command.
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Agent {
+    fn spawn(dir: &TempDir, sock: &Path) -> Agent {
+        let script = dir.path("agent.py");
+        if !script.exists() {
+            std::fs::write(&script, AGENT).unwrap();
+        }
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg("agent")
+            .arg(sock)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Agent {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn cmd(&mut self, cmd: Value) -> String {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        v["out"].as_str().unwrap().to_owned()
+    }
+
+    fn reply(&mut self, cmd: Value) -> Value {
+        let out = self.cmd(cmd);
+        serde_json::from_str(&out).unwrap_or_else(|_| panic!("bad reply {out:?}"))
+    }
+
+    /// Request from the agent itself.
+    fn req(&mut self, obj: Value) -> Value {
+        self.reply(json!({"op":"req","obj":obj}))
+    }
+
+    /// Request from a process `depth` levels below the agent.
+    fn nested(&mut self, depth: u32, obj: Value) -> Value {
+        self.reply(json!({"op":"nested","depth":depth,"obj":obj}))
+    }
+
+    /// Request from a process re-parented away from the agent's tree.
+    fn stranger(&mut self, obj: Value) -> Value {
+        self.reply(json!({"op":"stranger","obj":obj}))
+    }
+
+    fn register(&mut self, generation: u64) -> String {
+        let r = self.req(register(generation));
+        ok(&r)["session_id"].as_str().unwrap().to_owned()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn is_id(s: &str) -> bool {
+    s.len() == 43
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+#[test]
+fn verbs_from_anchor_descendants_and_strangers() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+    assert!(is_id(&sid));
+
+    // The anchor itself and a grandchild authenticate.
+    let r = a.req(auth(&sid, 0));
+    assert_eq!(r, json!({"ok":true,"runtime_generation":0}));
+    let r = a.nested(2, auth(&sid, 0));
+    assert_eq!(r, json!({"ok":true,"runtime_generation":0}));
+
+    // A stranger (re-parented away from the anchor) and the test process
+    // (the anchor's parent, not its descendant) are refused.
+    assert_eq!(code(&a.stranger(auth(&sid, 0))), "not-descendant");
+    assert_eq!(code(&req(&d.sock, &auth(&sid, 0))), "not-descendant");
+    assert_eq!(code(&req(&d.sock, &mint(&sid, 0, 1))), "not-descendant");
+
+    // A grandchild mints, the anchor consumes: the binding comes back.
+    let t = a.nested(2, mint(&sid, 0, 7));
+    let token = ok(&t)["token"].as_str().unwrap().to_owned();
+    assert!(is_id(&token));
+    assert_eq!(t.as_object().unwrap().len(), 2);
+    // A stranger cannot consume it.
+    assert_eq!(
+        code(&a.stranger(consume(&sid, 0, &token))),
+        "not-descendant"
+    );
+    let c = a.req(consume(&sid, 0, &token));
+    assert_eq!(
+        c,
+        json!({"ok":true,"binding":binding(7),"runtime_generation":0})
+    );
+    assert_eq!(
+        code(&a.nested(1, consume(&sid, 0, &token))),
+        "token-consumed"
+    );
+
+    // Tokens are distinct and single use.
+    let t1 = a.req(mint(&sid, 0, 1))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t2 = a.req(mint(&sid, 0, 2))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(t1, t2);
+    ok(&a.req(consume(&sid, 0, &t2)));
+    ok(&a.req(consume(&sid, 0, &t1)));
+
+    // Unknown session / token, already-registered anchor.
+    let fake = "A".repeat(43);
+    assert_eq!(code(&a.req(auth(&fake, 0))), "unknown-session");
+    assert_eq!(code(&a.req(consume(&sid, 0, &fake))), "unknown-token");
+    assert_eq!(code(&a.req(register(0))), "already-registered");
+
+    // A second anchor (the test process) gets its own session; it cannot use
+    // the agent's tokens and the agent cannot use its session.
+    let mine = ok(&req(&d.sock, &register(0)))["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(mine, sid);
+    let t3 = a.req(mint(&sid, 0, 3))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        code(&req(&d.sock, &consume(&mine, 0, &t3))),
+        "unknown-token"
+    );
+    // The agent is the test's child, so the test's session accepts it.
+    ok(&a.req(auth(&mine, 0)));
+    assert_eq!(code(&a.stranger(auth(&mine, 0))), "not-descendant");
+}
+
+/// Every field rule, from the test process (a fresh anchor each time is not
+/// needed: these are refused before identity is used).
+#[test]
+fn field_rules_refusals() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let s = &d.sock;
+    let fake = "A".repeat(43);
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"runtime_generation":0}), "missing-field"),
+        (json!({"action":7,"runtime_generation":0}), "invalid-field"),
+        (
+            json!({"action":"renew","runtime_generation":0}),
+            "unknown-action",
+        ),
+        (json!({"action":"register_anchor"}), "missing-field"),
+        (
+            json!({"action":"register_anchor","runtime_generation":-1}),
+            "invalid-field",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":1.5}),
+            "invalid-field",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":"1"}),
+            "invalid-field",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":0,"x":1}),
+            "unknown-field",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":0,"session_id":null}),
+            "session-id-forbidden",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":0,"session_id":""}),
+            "session-id-forbidden",
+        ),
+        (
+            json!({"action":"register_anchor","runtime_generation":0,"session_id":fake}),
+            "session-id-forbidden",
+        ),
+        (
+            json!({"action":"authenticate","runtime_generation":0}),
+            "missing-field",
+        ),
+        (
+            json!({"action":"authenticate","session_id":fake}),
+            "missing-field",
+        ),
+        (
+            json!({"action":"authenticate","session_id":5,"runtime_generation":0}),
+            "invalid-field",
+        ),
+        (
+            json!({"action":"authenticate","session_id":fake,"runtime_generation":0,"token":"x"}),
+            "unknown-field",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0}),
+            "missing-field",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,"binding":{}}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,"binding":[1]}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,
+                "binding":{"compaction_epoch":1,"request_epoch":1,"h_source":"a","h_payload":"b"}}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,
+                "binding":{"compaction_epoch":1,"request_epoch":1,"h_source":"a","h_payload":"b","schema_version":1,"extra":0}}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,
+                "binding":{"compaction_epoch":-1,"request_epoch":1,"h_source":"a","h_payload":"b","schema_version":1}}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,
+                "binding":{"compaction_epoch":1,"request_epoch":1,"h_source":"","h_payload":"b","schema_version":1}}),
+            "invalid-binding",
+        ),
+        (
+            json!({"action":"mint_token","session_id":fake,"runtime_generation":0,"binding":binding(1),"token":"x"}),
+            "unknown-field",
+        ),
+        (
+            json!({"action":"consume_token","session_id":fake,"runtime_generation":0}),
+            "missing-field",
+        ),
+        (
+            json!({"action":"consume_token","session_id":fake,"runtime_generation":0,"token":1}),
+            "invalid-field",
+        ),
+        (
+            json!({"action":"consume_token","session_id":fake,"runtime_generation":0,"token":"t","binding":binding(1)}),
+            "unknown-field",
+        ),
+        (
+            json!({"action":"consume_token","session_id":fake,"runtime_generation":0,"token":"t"}),
+            "unknown-session",
+        ),
+    ];
+    for (obj, want) in cases {
+        assert_eq!(code(&req(s, &obj)), want, "for {obj}");
+    }
+    let raw_cases: Vec<(&[u8], &str)> = vec![
+        (b"not json\n", "malformed-request"),
+        (b"[1,2]\n", "malformed-request"),
+        (b"\"register_anchor\"\n", "malformed-request"),
+        (
+            b"{\"action\":\"register_anchor\",\"runtime_generation\":0\n",
+            "malformed-request",
+        ),
+        (
+            b"{\"action\":\"register_anchor\",\"runtime_generation\":0} {}\n",
+            "malformed-request",
+        ),
+        (
+            b"{\"action\":\"register_anchor\",\"runtime_generation\":0,\"runtime_generation\":1}\n",
+            "duplicate-field",
+        ),
+        (
+            b"{\"action\":\"reg\xff\",\"runtime_generation\":0}\n",
+            "malformed-request",
+        ),
+        (
+            b"\xef\xbb\xbf{\"action\":\"register_anchor\",\"runtime_generation\":0}\n",
+            "malformed-request",
+        ),
+    ];
+    for (bytes, want) in raw_cases {
+        assert_eq!(code(&parse_reply(&raw(s, bytes))), want, "for {bytes:?}");
+    }
+    // Still serving, and none of the above registered anything.
+    let r = req(s, &register(0));
+    assert!(is_id(ok(&r)["session_id"].as_str().unwrap()));
+}
+
+#[test]
+fn framing_fails_closed_and_daemon_keeps_serving() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let s = &d.sock;
+    let good = b"{\"action\":\"register_anchor\",\"runtime_generation\":0}";
+    let serving = |g: u64| {
+        // A refusal that proves a full parse + reply still happens.
+        let r = req(
+            s,
+            &json!({"action":"authenticate","session_id":"x","runtime_generation":g}),
+        );
+        assert_eq!(code(&r), "unknown-session");
+    };
+
+    // Unterminated: EOF without newline; and an empty connection.
+    assert_eq!(code(&parse_reply(&raw(s, good))), "unterminated-frame");
+    serving(0);
+    assert_eq!(code(&parse_reply(&raw(s, b""))), "unterminated-frame");
+    serving(0);
+
+    // Two frames in one write.
+    let mut two = good.to_vec();
+    two.push(b'\n');
+    two.extend_from_slice(good);
+    two.push(b'\n');
+    assert_eq!(code(&parse_reply(&raw(s, &two))), "multiple-frames");
+    serving(0);
+
+    // A delayed second frame: no reply before EOF, then refusal.
+    let mut c = connect(s);
+    c.write_all(good).unwrap();
+    c.write_all(b"\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut second = good.to_vec();
+    second.push(b'\n');
+    c.write_all(&second).unwrap();
+    // The daemon may already have refused and closed its side.
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    assert_eq!(code(&parse_reply(&read_reply(c))), "multiple-frames");
+    serving(0);
+
+    // Newline but no half-close: no success; closed at the 1 s deadline.
+    let mut c = connect(s);
+    c.write_all(good).unwrap();
+    c.write_all(b"\n").unwrap();
+    let t0 = Instant::now();
+    let out = read_reply(c);
+    let waited = t0.elapsed();
+    assert_eq!(code(&parse_reply(&out)), "deadline-exceeded");
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(3),
+        "closed after {waited:?}"
+    );
+    // Nothing at all, never closed: same deadline.
+    let c = connect(s);
+    let t0 = Instant::now();
+    assert_eq!(code(&parse_reply(&read_reply(c))), "deadline-exceeded");
+    assert!(t0.elapsed() >= Duration::from_millis(800));
+    serving(0);
+
+    // Oversized: more than 64 KiB without a newline, and a 64 KiB + 1 frame.
+    let big = vec![b' '; 70 * 1024];
+    assert_eq!(code(&parse_reply(&raw(s, &big))), "frame-too-large");
+    serving(0);
+    let pad = |total: usize| {
+        let mut f = good.to_vec();
+        f.resize(total - 1, b' ');
+        f.push(b'\n');
+        f
+    };
+    assert_eq!(
+        code(&parse_reply(&raw(s, &pad(64 * 1024 + 1)))),
+        "frame-too-large"
+    );
+    serving(0);
+    // Exactly 64 KiB (newline included) is accepted.
+    let r = parse_reply(&raw(s, &pad(64 * 1024)));
+    assert!(is_id(ok(&r)["session_id"].as_str().unwrap()));
+
+    // Non-UTF-8 bytes.
+    assert_eq!(
+        code(&parse_reply(&raw(s, b"\xff\xfe\n"))),
+        "malformed-request"
+    );
+    serving(0);
+}
+
+#[test]
+fn connection_limit_refuses_with_busy() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    // Let the start-up probe's (and this request's) handler threads finish
+    // so that exactly the 64 idle connections below are in flight.
+    ok(&req(&d.sock, &register(0)));
+    std::thread::sleep(Duration::from_millis(300));
+    let idle: Vec<UnixStream> = (0..64).map(|_| connect(&d.sock)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let c = connect(&d.sock);
+    let got = code(&parse_reply(&read_reply(c)));
+    assert_eq!(got, "busy", "after {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(800),
+        "busy must not wait"
+    );
+    drop(idle);
+    // Dropped idle connections end at EOF; then the daemon serves again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(code(&req(&d.sock, &register(0))), "already-registered");
+    ok(&req(&d.sock, &register(1)));
+}
+
+#[test]
+fn generations_replace_and_stale() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(1);
+    let t1 = a.req(mint(&sid, 1, 1))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t1b = a.req(mint(&sid, 1, 2))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ok(&a.req(consume(&sid, 1, &t1b)));
+
+    // Lower generation: stale, for every authenticated request and register.
+    assert_eq!(code(&a.req(auth(&sid, 0))), "stale-generation");
+    assert_eq!(code(&a.nested(1, mint(&sid, 0, 1))), "stale-generation");
+    assert_eq!(code(&a.req(consume(&sid, 0, &t1))), "stale-generation");
+    assert_eq!(code(&a.req(register(0))), "stale-generation");
+
+    // Higher generation from a descendant replaces the incarnation and
+    // consumes every prior token of the session.
+    assert_eq!(
+        a.nested(1, auth(&sid, 2)),
+        json!({"ok":true,"runtime_generation":2})
+    );
+    assert_eq!(code(&a.req(consume(&sid, 2, &t1))), "token-consumed");
+    assert_eq!(code(&a.req(auth(&sid, 1))), "stale-generation");
+
+    // A higher generation inside consume_token also consumes the token itself.
+    let t2 = a.req(mint(&sid, 2, 3))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(code(&a.req(consume(&sid, 3, &t2))), "token-consumed");
+    assert_eq!(
+        a.req(auth(&sid, 3)),
+        json!({"ok":true,"runtime_generation":3})
+    );
+
+    // register_anchor at a higher generation: new session_id, old one gone,
+    // old tokens consumed.
+    let t3 = a.req(mint(&sid, 3, 4))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(code(&a.req(register(3))), "already-registered");
+    let sid2 = a.register(5);
+    assert_ne!(sid, sid2);
+    assert_eq!(code(&a.req(auth(&sid, 5))), "unknown-session");
+    assert_eq!(code(&a.req(consume(&sid2, 5, &t3))), "token-consumed");
+    let t4 = a.req(mint(&sid2, 5, 5))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        a.req(consume(&sid2, 5, &t4)),
+        json!({"ok":true,"binding":binding(5),"runtime_generation":5})
+    );
+}
+
+#[test]
+fn restart_keeps_sessions_and_consumed_tokens() {
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    let d = Daemon::start(&dir);
+    let sock = d.sock.clone();
+    let mut a = Agent::spawn(&dir, &sock);
+    let sid = a.register(4);
+    let t1 = a.req(mint(&sid, 4, 1))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t2 = a.req(mint(&sid, 4, 2))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ok(&a.req(consume(&sid, 4, &t1)));
+    let st = d.stop();
+    assert_eq!(st.code(), Some(0));
+    assert!(!sock.exists(), "socket removed on SIGTERM");
+    let meta = std::fs::symlink_metadata(&state).unwrap();
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    // No temp files left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let d = Daemon::start(&dir);
+    assert_eq!(
+        a.req(auth(&sid, 4)),
+        json!({"ok":true,"runtime_generation":4})
+    );
+    assert_eq!(code(&a.req(consume(&sid, 4, &t1))), "token-consumed");
+    assert_eq!(code(&a.req(auth(&sid, 3))), "stale-generation");
+    assert_eq!(code(&a.req(register(4))), "already-registered");
+    assert_eq!(code(&a.stranger(auth(&sid, 4))), "not-descendant");
+    assert_eq!(
+        a.nested(1, consume(&sid, 4, &t2)),
+        json!({"ok":true,"binding":binding(2),"runtime_generation":4})
+    );
+    // And the consumption of t2 survives another restart.
+    assert_eq!(d.stop().code(), Some(0));
+    let _d = Daemon::start(&dir);
+    assert_eq!(code(&a.req(consume(&sid, 4, &t2))), "token-consumed");
+}
+
+fn write_state(path: &Path, text: &str, mode: u32) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn startup_code(dir: &TempDir, state: &Path) -> String {
+    let (exit, err) = refused_start(dir, state, &dir.path("leased.sock"));
+    assert_eq!(exit, Some(2), "stderr {err:?}");
+    assert_eq!(err.lines().count(), 1, "exactly one stderr line: {err:?}");
+    let v: Value = serde_json::from_str(err.trim_end()).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), 1);
+    assert!(!err.contains(dir.0.to_str().unwrap()), "no path in error");
+    v["error"].as_str().unwrap().to_owned()
+}
+
+fn valid_state(sessions: &[(i32, u64)]) -> Value {
+    let sessions: Vec<Value> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, (pid, start))| {
+            json!({"session_id": format!("{}{}", "B".repeat(42), ["A","Q","g","w"][i % 4]),
+                   "anchor_pid": pid, "anchor_starttime": start, "uid": 0,
+                   "runtime_generation": 0, "tokens": []})
+        })
+        .collect();
+    json!({"version":1,"sessions":sessions})
+}
+
+#[test]
+fn startup_refusals() {
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+
+    // A well-formed state starts (sanity for the fixtures below).
+    write_state(&state, &valid_state(&[(10, 5), (10, 6)]).to_string(), 0o600);
+    let d = Daemon::start_with(&dir, &state, &[]);
+    assert_eq!(d.stop().code(), Some(0));
+
+    write_state(&state, &valid_state(&[(10, 5)]).to_string(), 0o644);
+    assert_eq!(startup_code(&dir, &state), "state-mode");
+    write_state(&state, &valid_state(&[(10, 5)]).to_string(), 0o400);
+    assert_eq!(startup_code(&dir, &state), "state-mode");
+
+    std::fs::remove_file(&state).unwrap();
+    let target = dir.path("real.json");
+    write_state(&target, &valid_state(&[(10, 5)]).to_string(), 0o600);
+    std::os::unix::fs::symlink(&target, &state).unwrap();
+    assert_eq!(startup_code(&dir, &state), "state-symlink");
+    std::fs::remove_file(&state).unwrap();
+
+    std::fs::create_dir(&state).unwrap();
+    assert_eq!(startup_code(&dir, &state), "state-not-regular");
+    std::fs::remove_dir(&state).unwrap();
+
+    write_state(&state, "{\"version\":1,\"sessions\":[", 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-corrupt");
+    write_state(&state, "{\"version\":1,\"sessions\":[],\"extra\":1}", 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-corrupt");
+
+    write_state(&state, &valid_state(&[(10, 5), (10, 5)]).to_string(), 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-duplicate-anchor");
+
+    let mut bad = valid_state(&[(10, 5)]);
+    bad["sessions"][0]["session_id"] = json!("short");
+    write_state(&state, &bad.to_string(), 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-invalid");
+    let mut bad = valid_state(&[(10, 5)]);
+    bad["sessions"][0]["tokens"] = json!([{"token":"C".repeat(43),"runtime_generation":0,
+        "binding":{"compaction_epoch":1,"request_epoch":1,"h_source":"a","h_payload":"b"},"consumed":false}]);
+    write_state(&state, &bad.to_string(), 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-corrupt");
+    bad["sessions"][0]["tokens"][0]["binding"]["schema_version"] = json!(1);
+    bad["sessions"][0]["tokens"][0]["token"] = json!("C".repeat(44));
+    write_state(&state, &bad.to_string(), 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-invalid");
+    write_state(&state, "{\"version\":2,\"sessions\":[]}", 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-invalid");
+
+    let big = format!(
+        "{{\"version\":1,\"sessions\":[]{}}}",
+        " ".repeat(4 * 1024 * 1024)
+    );
+    write_state(&state, &big, 0o600);
+    assert_eq!(startup_code(&dir, &state), "state-too-large");
+
+    if unsafe { libc::geteuid() } == 0 {
+        write_state(&state, &valid_state(&[]).to_string(), 0o600);
+        std::os::unix::fs::chown(&state, Some(65534), None).unwrap();
+        assert_eq!(startup_code(&dir, &state), "state-owner");
+    }
+    std::fs::remove_file(&state).unwrap();
+
+    // Socket path taken by a regular file; bad command lines.
+    let sock = dir.path("leased.sock");
+    std::fs::write(&sock, "x").unwrap();
+    let (exit, err) = refused_start(&dir, &state, &sock);
+    assert_eq!(
+        (exit, err.as_str()),
+        (Some(2), "{\"error\":\"socket-path-occupied\"}\n")
+    );
+    std::fs::remove_file(&sock).unwrap();
+    for args in [
+        &["--socket"][..],
+        &["--state", "x"],
+        &["--socket", "a", "--state", "b", "--x"],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.stderr, b"{\"error\":\"usage\"}\n");
+    }
+    // A missing state file is an empty state.
+    assert!(!state.exists());
+    let d = Daemon::start_with(&dir, &state, &[]);
+    ok(&req(&d.sock, &register(0)));
+    assert!(state.exists());
+}
+
+#[test]
+fn anchor_gone_peer_gone_and_ancestry_changed() {
+    let dir = TempDir::new();
+    // The walk pauses 600 ms before its re-read so a parent can die inside it.
+    let d = Daemon::start_with(
+        &dir,
+        &dir.path("state.json"),
+        &[("MOSAIC_LEASED_TEST_WALK_PAUSE_MS", "600")],
+    );
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+
+    // The connecting process exits (and is reaped) before the daemon reads
+    // its request: its socket lives on in another process.
+    assert_eq!(
+        code(&a.reply(json!({"op":"peer_gone","obj":auth(&sid, 0)}))),
+        "peer-gone"
+    );
+    assert_eq!(
+        code(&a.reply(json!({"op":"peer_gone","obj":register(0)}))),
+        "peer-gone"
+    );
+
+    // A grandchild whose parent is killed between the walk and the re-read.
+    let r = a.reply(json!({"op":"nested","depth":2,"obj":auth(&sid, 0),"kill_parent_after":0.2}));
+    assert_eq!(code(&r), "ancestry-changed");
+    // Without the kill the same shape of tree passes.
+    assert_eq!(
+        a.nested(2, auth(&sid, 0)),
+        json!({"ok":true,"runtime_generation":0})
+    );
+
+    // The anchor dies: its session is unusable by anyone.
+    let mut b = Agent::spawn(&dir, &d.sock);
+    let sid_b = b.register(0);
+    b.kill();
+    assert_eq!(code(&req(&d.sock, &auth(&sid_b, 0))), "anchor-gone");
+    assert_eq!(code(&a.req(mint(&sid_b, 0, 1))), "anchor-gone");
+}
+
+#[test]
+fn token_and_session_limits() {
+    let dir = TempDir::new();
+    let d = Daemon::start(&dir);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+    let mut tokens = Vec::new();
+    for n in 0..32 {
+        let t = a.req(mint(&sid, 0, n));
+        tokens.push(ok(&t)["token"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(code(&a.req(mint(&sid, 0, 99))), "too-many-tokens");
+    ok(&a.req(consume(&sid, 0, &tokens[0])));
+    ok(&a.req(mint(&sid, 0, 100)));
+    assert_eq!(code(&a.req(mint(&sid, 0, 101))), "too-many-tokens");
+
+    // 127 more live anchors fill the session table (128 with the agent).
+    let out = a.cmd(json!({"op":"many","n":127,"obj":register(0)}));
+    let codes: Vec<String> = serde_json::from_str(&out).unwrap();
+    assert_eq!(codes.len(), 127);
+    assert!(codes.iter().all(|c| c == "ok"), "{codes:?}");
+    assert_eq!(code(&req(&d.sock, &register(0))), "too-many-sessions");
+    // When those anchors exit, their sessions are dropped on the next register.
+    assert_eq!(a.cmd(json!({"op":"release"})), "released");
+    ok(&req(&d.sock, &register(0)));
+    ok(&a.req(auth(&sid, 0)));
+}
+
+#[test]
+fn failed_state_write_changes_nothing() {
+    let dir = TempDir::new();
+    let sub = dir.path("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let d = Daemon::start_with(&dir, &sub.join("state.json"), &[]);
+    let mut a = Agent::spawn(&dir, &d.sock);
+    let sid = a.register(0);
+    let t = a.req(mint(&sid, 0, 1))["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Take the state directory away: saves fail, nothing is acknowledged.
+    std::fs::rename(&sub, dir.path("moved")).unwrap();
+    assert_eq!(code(&a.req(mint(&sid, 0, 2))), "state-write-failed");
+    assert_eq!(code(&a.req(consume(&sid, 0, &t))), "state-write-failed");
+    assert_eq!(code(&a.req(auth(&sid, 1))), "state-write-failed");
+    // Reads that change nothing still work.
+    assert_eq!(
+        a.req(auth(&sid, 0)),
+        json!({"ok":true,"runtime_generation":0})
+    );
+    std::fs::rename(dir.path("moved"), &sub).unwrap();
+    // The refused consume did not happen; the refused bump did not either.
+    assert_eq!(
+        a.req(consume(&sid, 0, &t)),
+        json!({"ok":true,"binding":binding(1),"runtime_generation":0})
+    );
+}
+
+/// docs/leased.md lists every refusal and startup code, as a table row.
+#[test]
+fn docs_list_every_code() {
+    use mosaic_proofd::leased::code::{Code, StartupError};
+    let doc = include_str!("../../docs/leased.md");
+    for c in Code::ALL {
+        assert!(doc.contains(&format!("| `{}` |", c.as_str())), "{c:?}");
+    }
+    for c in StartupError::ALL {
+        assert!(doc.contains(&format!("| `{}` |", c.as_str())), "{c:?}");
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in Code::ALL {
+        assert!(seen.insert(c.as_str()), "duplicate {c:?}");
+        assert!(c
+            .as_str()
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b == b'-'));
+    }
+}
