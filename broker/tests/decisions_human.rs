@@ -458,3 +458,51 @@ fn a_failed_transaction_leaves_the_approval_unspent() {
     );
     assert_eq!(consumed, 1);
 }
+
+#[test]
+fn the_message_send_path_shares_consumption_and_writes_no_event_of_its_own() {
+    use mosaic_bus::policy::routing::Class;
+    use mosaic_bus::store::decisions::consume_in_tx;
+    let mut e = Env::new();
+    // dev may not message cto within its role: gated, to the human.
+    let d = e.raise(
+        &role("dev", "dev-1"),
+        json!({"action": "message.send", "target": "cto"}),
+    );
+    assert_eq!(d["class"], json!("gated"));
+    let id = d["id"].as_str().unwrap().to_string();
+    e.ok(
+        &human(),
+        "decision.resolve",
+        json!({"id": id, "choice": "yes"}),
+    );
+    let config = e.core().config.clone();
+    let b = &config.businesses["acme"];
+    let events_before: i64 = e.one("SELECT count(*) FROM events WHERE business = ?1", "acme");
+    let class = e
+        .core()
+        .store
+        .write(|t| consume_in_tx(t, b, "dev", "dev-1", "message.send", Some("cto"), Some(&id)));
+    assert_eq!(class, Ok(Class::Gated));
+    let events_after: i64 = e.one("SELECT count(*) FROM events WHERE business = ?1", "acme");
+    assert_eq!(
+        events_after, events_before,
+        "the caller writes its own action.allowed"
+    );
+    // Spent for every path: the send path again, and authorize.
+    let again = e
+        .core()
+        .store
+        .write(|t| consume_in_tx(t, b, "dev", "dev-1", "message.send", Some("cto"), Some(&id)));
+    assert_eq!(again, Err(Code::DecisionConsumed));
+    assert_eq!(
+        e.authorize("dev", "dev-1", "message.send", Some("cto"), Some(&id)),
+        Err(Code::DecisionConsumed)
+    );
+    // Within-role without a decision passes and consumes nothing.
+    let pm = e
+        .core()
+        .store
+        .write(|t| consume_in_tx(t, b, "pm", "pm-1", "message.send", Some("dev"), None));
+    assert_eq!(pm, Ok(Class::WithinRole));
+}

@@ -401,12 +401,13 @@ pub struct AuthOutcome {
 ///    `decision-not-approved`, `decision-consumed`); then a `consumed` row is
 ///    written (the unique index backs single use across every path and
 ///    restarts).
-/// 4. Writes `action.allowed` `{action, target?, decision?, class}` with the
-///    target as subject.
 ///
-/// The caller writes its effect in the same `t`; any `Err` rolls the
-/// consumption and the event back with it, leaving the approval unspent.
-pub fn authorize_in_tx(
+/// Returns the action's class. It writes no `action.allowed`: callers that
+/// write their own (message.send, whose body names the message) use this;
+/// everyone else uses [`authorize_in_tx`], which adds the event. The caller
+/// writes its effect in the same `t`; any `Err` rolls the consumption back
+/// with it, leaving the approval unspent.
+pub fn consume_in_tx(
     t: &mut Tx<'_>,
     business: &Business,
     role: &str,
@@ -414,7 +415,7 @@ pub fn authorize_in_tx(
     action: &str,
     target: Option<&str>,
     decision: Option<&str>,
-) -> Result<AuthOutcome, Code> {
+) -> Result<Class, Code> {
     if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(run) {
         return Err(Code::NotHolder);
     }
@@ -439,12 +440,28 @@ pub fn authorize_in_tx(
         Some(id) => {
             let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
             authority::check_with_decision(&d.facts()?, &ask)?;
-            // Checked unused above in this IMMEDIATE transaction; the unique
+            // Checked unused above in this transaction; the unique
             // 'consumed' index and its trigger back it up (a refusal there
             // rolls everything back as storage-unavailable).
             insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
         }
     }
+    Ok(class)
+}
+
+/// [`consume_in_tx`] plus the `action.allowed` event `{action, class,
+/// target?, decision?}` with the target as subject, in the same transaction.
+/// This is what `authorize`, `authorizeLaunch` and `role.revoke` use.
+pub fn authorize_in_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<AuthOutcome, Code> {
+    let class = consume_in_tx(t, business, role, run, action, target, decision)?;
     let mut body = json!({"action": action, "class": class.as_str()});
     if let Some(tg) = target {
         body["target"] = json!(tg);
