@@ -38,8 +38,11 @@ pub fn data_root() -> tempfile::TempDir {
         .prefix("mosaic-test-")
         .tempdir()
         .expect("tempdir");
-    std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .expect("chmod");
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
     d
 }
 
@@ -77,7 +80,11 @@ pub fn config(root: &Path) -> Value {
 pub fn start_time(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
     let rest = &s[s.rfind(')').expect("comm") + 2..];
-    rest.split(' ').nth(19).expect("field 22").parse().expect("number")
+    rest.split(' ')
+        .nth(19)
+        .expect("field 22")
+        .parse()
+        .expect("number")
 }
 
 /// A launch record for a real process.
@@ -241,7 +248,8 @@ impl Drop for Broker {
 /// Sends raw bytes, half-closes, and reads the reply line (Null if none).
 pub fn raw_request(socket: &Path, bytes: &[u8]) -> Value {
     let mut s = UnixStream::connect(socket).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let _ = s.write_all(bytes);
     let _ = s.shutdown(std::net::Shutdown::Write);
     let mut out = Vec::new();

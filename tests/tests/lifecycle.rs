@@ -14,7 +14,10 @@ fn boot_creates_private_files_and_close_removes_lock_and_socket() {
     let root = data_root();
     let b = Broker::start(root.path());
     let bus = root.path().join("bus");
-    assert_eq!(b.boot["path"], json!(bus.join("bus.sock").to_str().unwrap()));
+    assert_eq!(
+        b.boot["path"],
+        json!(bus.join("bus.sock").to_str().unwrap())
+    );
     assert_eq!(mode(&bus), 0o700);
     for f in ["bus.sqlite", "writer.lock", "bus.sock"] {
         assert_eq!(mode(&bus.join(f)), 0o600, "{f}");
@@ -47,7 +50,11 @@ fn lost_channel_exits_two_with_a_static_code() {
     b.drop_channel();
     let s = b.wait(Duration::from_secs(10)).expect("exits");
     assert_eq!(s.code(), Some(2));
-    assert!(b.stderr().contains(r#"{"error":"channel-lost"}"#), "{}", b.stderr());
+    assert!(
+        b.stderr().contains(r#"{"error":"channel-lost"}"#),
+        "{}",
+        b.stderr()
+    );
     assert!(!root.path().join("bus/writer.lock").exists());
 }
 
@@ -56,9 +63,18 @@ fn refused_boots_exit_two_with_their_code() {
     let root = data_root();
     let cases = [
         (json!({"op": "hello"}), "boot-required"),
-        (json!({"op": "boot", "config": {"dataRoot": "relative/path", "businesses": {}}}), "data-root"),
-        (json!({"op": "boot", "config": {"dataRoot": "/nonexistent/x", "businesses": {}}}), "data-root"),
-        (json!({"op": "boot", "config": {"dataRoot": root.path(), "businesses": {}, "extra": 1}}), "invalid-config"),
+        (
+            json!({"op": "boot", "config": {"dataRoot": "relative/path", "businesses": {}}}),
+            "data-root",
+        ),
+        (
+            json!({"op": "boot", "config": {"dataRoot": "/nonexistent/x", "businesses": {}}}),
+            "data-root",
+        ),
+        (
+            json!({"op": "boot", "config": {"dataRoot": root.path(), "businesses": {}, "extra": 1}}),
+            "invalid-config",
+        ),
     ];
     for (first, code) in cases {
         let (mut b, reply) = Broker::spawn_with(root.path(), first.clone(), &[]);
@@ -101,7 +117,10 @@ fn boot_id_is_echoed() {
     assert_eq!(reply["ok"], json!(true));
     assert_eq!(reply["id"], json!(41));
     let r = b.op(json!({"op": "identity", "id": 42, "cap": "nope"}));
-    assert_eq!(r, json!({"ok": false, "error": "unknown-capability", "id": 42}));
+    assert_eq!(
+        r,
+        json!({"ok": false, "error": "unknown-capability", "id": 42})
+    );
     let r = b.op(json!({"op": "identity", "id": 1.5, "cap": "nope"}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
     let r = b.op(json!({"op": "nonsense", "id": 7}));
@@ -185,7 +204,12 @@ fn sigkill_leaves_the_lock_until_an_operator_removes_it() {
     let cap = b3.bind("pm", "run-1", run.id());
     let trail = b3.call(&cap, "trail", json!({"subject": "run-1"}));
     let records = trail["result"].as_array().unwrap();
-    assert!(records.iter().any(|r| r["record"] == "claim" && r["op"] == "claim"), "{trail}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["record"] == "claim" && r["op"] == "claim"),
+        "{trail}"
+    );
     assert!(records.iter().any(|r| r["kind"] == "session.launched"));
     let again = b3.call(&cap, "role.claim", json!(null));
     assert_eq!(again["error"], json!("role-held"));
@@ -196,13 +220,22 @@ fn sigkill_leaves_the_lock_until_an_operator_removes_it() {
 
 #[test]
 fn help_and_version() {
-    let out = std::process::Command::new(bin("mosaic-bus")).arg("--version").output().unwrap();
+    let out = std::process::Command::new(bin("mosaic-bus"))
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("mosaic-bus "));
-    let out = std::process::Command::new(bin("mosaic-bus")).arg("--help").output().unwrap();
+    let out = std::process::Command::new(bin("mosaic-bus"))
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--host-fd"));
-    let out = std::process::Command::new(bin("mosaic-bus")).arg("--bogus").output().unwrap();
+    let out = std::process::Command::new(bin("mosaic-bus"))
+        .arg("--bogus")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(r#"{"error":"usage"}"#));
 }

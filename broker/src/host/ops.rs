@@ -15,8 +15,6 @@ const PLANNED: &[&str] = &[
     "recordPush",
     "reviewFetch",
     "authorize",
-    "recordEvent",
-    "recordTask",
 ];
 
 /// What the channel loop should do after answering.
@@ -60,6 +58,8 @@ pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
             rt.identity(&cap).map(|r| json!({"ok": true, "result": r}))
         }),
         "endLaunch" => end_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "recordEvent" => record_event(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "recordTask" => record_task(rt, m).map(|r| json!({"ok": true, "result": r})),
         "close" => Err(Code::InvalidRequest),
         other if PLANNED.contains(&other) => Err(Code::NotImplemented),
         _ => Err(Code::UnknownOp),
@@ -96,4 +96,40 @@ fn end_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
         return Err(Code::InvalidRequest);
     }
     rt.end_launch(&business, &run, &reason, exit_code)
+}
+
+fn record_event(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let kind = take_str(&mut m, "kind")?;
+    let Some(Value::Object(body)) = m.remove("body") else {
+        return Err(Code::InvalidRequest);
+    };
+    let subject = match m.remove("subject") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(s),
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |c| {
+        super::records::record_event(c, &cap, &kind, body, subject.as_deref())
+    })?
+}
+
+fn record_task(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let business = take_str(&mut m, "business")?;
+    let task_ref = take_str(&mut m, "task_ref")?;
+    let read_at = take_str(&mut m, "read_at")?;
+    let fields = match (m.remove("fields"), m.remove("tombstone")) {
+        (Some(Value::Object(f)), None) => Some(f),
+        (None, Some(Value::Bool(true))) => None,
+        _ => return Err(Code::InvalidRequest),
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |c| {
+        super::records::record_task(c, &business, &task_ref, &read_at, fields)
+    })?
 }

@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod evidence;
+pub mod messages;
 pub mod root;
 pub mod schema;
 
@@ -20,12 +21,16 @@ use std::path::Path;
 pub struct Store {
     conn: Connection,
     pub clock: Clock,
+    /// Loaded credential tokens no evidence row may contain.
+    pub tokens: crate::tokens::KnownTokens,
 }
 
 /// A write transaction with the broker's clock beside it.
 pub struct Tx<'a> {
     pub tx: Transaction<'a>,
     pub clock: &'a mut Clock,
+    /// The known-token check every writer applies before inserting.
+    pub tokens: &'a crate::tokens::KnownTokens,
 }
 
 impl Tx<'_> {
@@ -87,6 +92,7 @@ impl Store {
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
+            tokens: crate::tokens::KnownTokens::default(),
         })
     }
 
@@ -99,6 +105,7 @@ impl Store {
         let mut t = Tx {
             tx,
             clock: &mut self.clock,
+            tokens: &self.tokens,
         };
         match f(&mut t) {
             Ok(v) => {

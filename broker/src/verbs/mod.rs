@@ -3,6 +3,7 @@
 
 mod args;
 mod events;
+pub mod messages;
 mod reads;
 mod roles;
 
@@ -19,18 +20,26 @@ const PLANNED: &[&str] = &[
     "decision.resolve",
     "decision.seen",
     "decision.withdraw",
-    "message.send",
-    "message.receive",
-    "message.read",
     "review.request",
     "review.verdict",
     "launch.revoke",
     "launch.restore",
+    "decisions",
+    "credentials",
+];
+
+/// Verbs this module serves (issue 4: messages and the shared reads).
+const SERVED: &[&str] = &[
+    "role.claim",
+    "role.release",
+    "event.emit",
+    "trail",
+    "message.send",
+    "message.receive",
+    "message.read",
     "inbox",
     "tasks",
     "agents",
-    "decisions",
-    "credentials",
     "requirements",
     "state",
     "replies",
@@ -58,21 +67,99 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = matches!(verb, "role.claim" | "role.release" | "event.emit" | "trail")
-        || PLANNED.contains(&verb);
+    let known = SERVED.contains(&verb) || PLANNED.contains(&verb);
     if !known {
         return Err(Code::UnknownVerb);
     }
     if matches!(caller, Caller::Tester { .. }) && !TESTER_VERBS.contains(&verb) {
         return Err(Code::TesterRefused);
     }
+    // The known-token check: the request's args, then (below) the reply.
+    if let Some(a) = &args {
+        let v = Value::Object(a.clone());
+        if let Err(code) = core.known_tokens().check(&v) {
+            return refuse_known_token(core, caller, verb, code);
+        }
+    }
     let args = Args::new(args);
-    match verb {
+    let result = match verb {
         "role.claim" => roles::claim(core, caller, args),
         "role.release" => roles::release(core, caller, args),
         "event.emit" => events::emit(core, caller, args),
         "trail" => reads::trail(core, caller, args),
+        "message.send" => messages::send(core, caller, args),
+        "message.receive" => messages::receive(core, caller, args),
+        "message.read" => messages::read(core, caller, args),
+        "inbox" => reads::inbox(core, caller, args),
+        "agents" => reads::agents(core, caller, args),
+        "tasks" => reads::tasks(core, caller, args),
+        "replies" => reads::replies(core, caller, args),
+        "messages" => reads::messages(core, caller, args),
+        "state" => reads::state(core, caller, args),
+        "requirements" => reads::requirements(core, caller, args),
         _ => Err(Code::NotImplemented),
+    };
+    match result {
+        Ok(reply) => match core.known_tokens().check(&reply) {
+            Ok(()) => Ok(reply),
+            Err(code) => refuse_known_token(core, caller, verb, code),
+        },
+        // An evidence writer found a token: the verb's transaction rolled back.
+        Err(Code::KnownToken) => refuse_known_token(core, caller, verb, Code::KnownToken),
+        Err(code) => Err(code),
+    }
+}
+
+/// Records a known-token refusal as `action.refused` (the code only, never
+/// the content) and refuses; if that evidence can't be written the caller
+/// gets `storage-unavailable`.
+fn refuse_known_token(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    code: Code,
+) -> Result<Value, Code> {
+    let (role, run) = match caller {
+        Caller::Role { role, run, .. } => (Some(role.as_str()), Some(run.as_str())),
+        Caller::Human { .. } => (Some(messages::HUMAN), Some(messages::HUMAN_RUN)),
+        Caller::Tester { .. } => (Some(messages::TESTER), Some(messages::TESTER_RUN)),
+        Caller::Reader { .. } => (None, None),
+    };
+    Err(record_refusal(
+        core,
+        caller.business(),
+        role,
+        run,
+        verb,
+        code,
+    ))
+}
+
+/// Writes `action.refused {action, code}` for a refusal that must leave
+/// evidence; returns the code to give the caller (`storage-unavailable` when
+/// the evidence could not be written).
+pub(crate) fn record_refusal(
+    core: &mut Core,
+    business: &str,
+    role: Option<&str>,
+    run: Option<&str>,
+    action: &str,
+    code: Code,
+) -> Code {
+    let body = serde_json::json!({"action": action, "code": code.as_str()});
+    let written = core.store.write(|t| {
+        crate::store::evidence::insert_event(
+            t,
+            business,
+            "action.refused",
+            crate::store::evidence::Actor { role, run },
+            None,
+            &body,
+        )
+    });
+    match written {
+        Ok(_) => code,
+        Err(_) => Code::StorageUnavailable,
     }
 }
 
