@@ -46,6 +46,23 @@ pub fn record_event(
         Some(_) => return Err(Code::ReadOnly),
         None => return Err(Code::UnknownCapability),
     };
+    record_event_as(core, &business, &role, &run, kind, body, subject)
+}
+
+/// [`record_event`] for an identity the trusted host already resolved (the
+/// embedded runtime's in-process API).
+pub fn record_event_as(
+    core: &mut Core,
+    business: &str,
+    role: &str,
+    run: &str,
+    kind: &str,
+    body: Map<String, Value>,
+    subject: Option<&str>,
+) -> Result<Value, Code> {
+    if !core.config.businesses.contains_key(business) {
+        return Err(Code::UnknownBusiness);
+    }
     if !kind_ok(kind) {
         return Err(Code::InvalidRequest);
     }
@@ -85,11 +102,11 @@ pub fn record_event(
         }
         let w = evidence::insert_event(
             t,
-            &business,
+            business,
             kind,
             Actor {
-                role: Some(&role),
-                run: Some(&run),
+                role: Some(role),
+                run: Some(run),
             },
             subject,
             &body,
@@ -99,9 +116,9 @@ pub fn record_event(
     match r {
         Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
             core,
-            &business,
-            Some(&role),
-            Some(&run),
+            business,
+            Some(role),
+            Some(run),
             "recordEvent",
             Code::KnownToken,
         )),
