@@ -1191,3 +1191,64 @@ fn human_and_reader_reads_write_nothing() {
     e.ok(&pm, "state", Value::Null);
     assert_eq!(e.counts(), before);
 }
+
+#[test]
+fn within_role_decision_is_a_citation_cross_role_needs_authority() {
+    let mut e = Env::new();
+    let (pm, dev) = (role("pm", "run-p"), role("dev", "run-d"));
+    e.ok(&pm, "role.claim", Value::Null);
+    e.ok(&dev, "role.claim", Value::Null);
+    let d = e.raise("acme", "pm", "human", "gated");
+    // Cited repeatedly, never consumed, stored on the message, not in action.allowed.
+    for _ in 0..2 {
+        let s = e.ok(
+            &pm,
+            "message.send",
+            json!({"to": "cto", "body": "per decision", "decision": d}),
+        );
+        let stored: Option<String> = e
+            .core
+            .store
+            .conn()
+            .query_row(
+                "SELECT decision FROM messages WHERE id = ?1",
+                [s["id"].as_str().unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(d.as_str()));
+    }
+    let bodies: Vec<String> = {
+        let conn = e.core.store.conn();
+        let mut st = conn
+            .prepare("SELECT body FROM events WHERE kind = 'action.allowed' ORDER BY seq")
+            .unwrap();
+        let rows = st.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies.iter().all(|b| !b.contains(&d)), "{bodies:?}");
+    assert_eq!(e.count("SELECT count(*) FROM decision_events"), 0);
+    // A decision of another business is not found; a send outside the role needs authority.
+    let other = e.raise("beta", "pm", "human", "gated");
+    assert_eq!(
+        e.call(
+            &pm,
+            "message.send",
+            json!({"to": "cto", "body": "x", "decision": other})
+        ),
+        Err(Code::DecisionNotFound)
+    );
+    assert_eq!(
+        e.call(
+            &dev,
+            "message.send",
+            json!({"to": "cto", "body": "x", "decision": d})
+        ),
+        Err(Code::NotAuthorized)
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE role = 'dev' AND kind = 'action.allowed'"),
+        0
+    );
+}
