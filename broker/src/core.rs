@@ -90,6 +90,17 @@ impl Core {
         core
     }
 
+    /// Replaces the loaded credential tokens the known-token check refuses
+    /// (issue 6 loads them at boot; tests set them directly).
+    pub fn set_known_tokens(&mut self, tokens: crate::tokens::KnownTokens) {
+        self.store.tokens = tokens;
+    }
+
+    /// The loaded credential tokens.
+    pub fn known_tokens(&self) -> &crate::tokens::KnownTokens {
+        &self.store.tokens
+    }
+
     /// The caller a capability names, if it is live.
     pub fn caller(&self, cap: &str) -> Option<Caller> {
         self.caps.get(cap).cloned()

@@ -211,6 +211,31 @@ codes! {
     NotHeld => "not-held",
     /// The raiser's messaging lists would refuse the decision's close message.
     DecisionRouteRefused => "decision-route-refused",
+
+    // --- messages and reads (issue 4) ---
+    /// `message.read`, `replies`, `messages` `after`, `in_reply_to` or `corrects`
+    /// names no message of the caller's business (or not one the caller may read).
+    MessageNotFound => "message-not-found",
+    /// A message class outside the spec's list (the schema's `messages_class` guard too).
+    InvalidClass => "invalid-class",
+    /// A tester's message body does not start with `[mos test]`.
+    TesterPrefix => "tester-prefix",
+    /// A role sent to `tester` without `in_reply_to` naming a tester's message.
+    TesterReplyRequired => "tester-reply-required",
+    /// `tasks {task_ref}` names no task of the business.
+    TaskNotFound => "task-not-found",
+    /// A request, a reply or evidence about to be written contains a loaded credential token.
+    KnownToken => "known-token",
+    /// A reference crosses businesses (schema guard `messages_same_business`).
+    CrossBusiness => "cross-business",
+    /// `message.read` of a message that was never delivered (schema guard `read_receipts_by_recipient`).
+    NotDelivered => "not-delivered",
+    /// An event body's `task_ref` differs from its subject (schema guard `events_task_subject`).
+    TaskSubject => "task-subject",
+    /// `recordEvent` asked for a kind only verbs and host ops may write.
+    ReservedEvent => "reserved-event",
+    /// A `task.created` event's `body.request` names no `human.input` of the business.
+    HumanInputRequired => "human-input-required",
 }
 
 impl fmt::Display for Code {

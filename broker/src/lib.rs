@@ -19,6 +19,7 @@ pub mod proof;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod tokens;
 pub mod verbs;
 pub mod views;
 pub mod writer;

@@ -85,6 +85,9 @@ fn start_locked(
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
     core.requirements = requirements;
+    core.set_known_tokens(crate::tokens::KnownTokens::new(
+        credentials.tokens().map(str::to_string).collect(),
+    ));
     core.credentials = credentials;
     let mut launches = Vec::new();
     for record in config.launches.clone() {

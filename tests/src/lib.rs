@@ -268,3 +268,46 @@ pub fn sleeper() -> Child {
         .spawn()
         .expect("spawn sleep")
 }
+
+/// A read-only connection to a data root's store (for asserting evidence
+/// while a broker runs; WAL lets it read beside the writer).
+pub fn db(root: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(
+        root.join("bus").join("bus.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open store read-only")
+}
+
+/// Row counts of every evidence table, in a fixed order.
+pub fn row_counts(root: &Path) -> Vec<i64> {
+    let conn = db(root);
+    [
+        "events",
+        "decisions",
+        "decision_events",
+        "role_claims",
+        "messages",
+        "deliveries",
+        "read_receipts",
+        "task_snapshots",
+    ]
+    .iter()
+    .map(|t| {
+        conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .expect("count")
+    })
+    .collect()
+}
+
+/// The `error` of a refusal reply (panics on success, to keep tests exact).
+pub fn err(reply: &Value) -> &str {
+    assert_eq!(reply["ok"], json!(false), "expected a refusal: {reply}");
+    reply["error"].as_str().expect("error code")
+}
+
+/// The `result` of a successful reply (panics on a refusal).
+pub fn res(reply: &Value) -> &Value {
+    assert_eq!(reply["ok"], json!(true), "expected success: {reply}");
+    &reply["result"]
+}

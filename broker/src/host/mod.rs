@@ -5,3 +5,4 @@
 pub mod channel;
 pub mod notify;
 pub mod ops;
+pub mod records;

@@ -7,13 +7,7 @@ use crate::server::envelope::{self, refusal};
 use serde_json::{json, Map, Value};
 
 /// Ops the spec names that later issues will serve.
-const PLANNED: &[&str] = &[
-    "checkPush",
-    "recordPush",
-    "reviewFetch",
-    "recordEvent",
-    "recordTask",
-];
+const PLANNED: &[&str] = &["checkPush", "recordPush", "reviewFetch"];
 
 /// What the channel loop should do after answering.
 pub enum After {
@@ -60,6 +54,8 @@ pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
         "authorizeLaunch" => authorize_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
         "refuse" => refuse(rt, m).map(|r| json!({"ok": true, "result": r})),
         "credentialStatus" => credential_status(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "recordEvent" => record_event(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "recordTask" => record_task(rt, m).map(|r| json!({"ok": true, "result": r})),
         "close" => Err(Code::InvalidRequest),
         other if PLANNED.contains(&other) => Err(Code::NotImplemented),
         _ => Err(Code::UnknownOp),
@@ -163,5 +159,41 @@ fn credential_status(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, C
         Ok(Value::Array(
             core.credentials.status_rows(&business, &role, now),
         ))
+    })?
+}
+
+fn record_event(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let kind = take_str(&mut m, "kind")?;
+    let Some(Value::Object(body)) = m.remove("body") else {
+        return Err(Code::InvalidRequest);
+    };
+    let subject = match m.remove("subject") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(s),
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |c| {
+        super::records::record_event(c, &cap, &kind, body, subject.as_deref())
+    })?
+}
+
+fn record_task(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let business = take_str(&mut m, "business")?;
+    let task_ref = take_str(&mut m, "task_ref")?;
+    let read_at = take_str(&mut m, "read_at")?;
+    let fields = match (m.remove("fields"), m.remove("tombstone")) {
+        (Some(Value::Object(f)), None) => Some(f),
+        (None, Some(Value::Bool(true))) => None,
+        _ => return Err(Code::InvalidRequest),
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |c| {
+        super::records::record_task(c, &business, &task_ref, &read_at, fields)
     })?
 }

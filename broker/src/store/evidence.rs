@@ -29,6 +29,8 @@ pub fn insert_event(
     subject: Option<&str>,
     body: &Value,
 ) -> Result<Written, Code> {
+    t.tokens.check(body)?;
+    t.tokens.check_all(&[Some(kind), subject])?;
     let id = ids::uuid();
     let at = t.now();
     t.tx.execute(

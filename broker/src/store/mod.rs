@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod decisions;
 pub mod evidence;
+pub mod messages;
 pub mod root;
 pub mod schema;
 
@@ -23,6 +24,8 @@ pub struct Store {
     pub clock: Clock,
     /// Batch transactions committed since open.
     pub batches_committed: u64,
+    /// Loaded credential tokens no evidence row may contain.
+    pub tokens: crate::tokens::KnownTokens,
 }
 
 /// One verb's writes: a savepoint (inside the writer's batch transaction,
@@ -30,6 +33,8 @@ pub struct Store {
 pub struct Tx<'a> {
     pub tx: rusqlite::Savepoint<'a>,
     pub clock: &'a mut Clock,
+    /// The known-token check every writer applies before inserting.
+    pub tokens: &'a crate::tokens::KnownTokens,
 }
 
 impl Tx<'_> {
@@ -92,6 +97,7 @@ impl Store {
             conn,
             clock: Clock::starting_after(floor),
             batches_committed: 0,
+            tokens: crate::tokens::KnownTokens::default(),
         })
     }
 
@@ -103,6 +109,7 @@ impl Store {
         let mut t = Tx {
             tx: sp,
             clock: &mut self.clock,
+            tokens: &self.tokens,
         };
         match f(&mut t) {
             Ok(v) => {

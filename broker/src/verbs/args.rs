@@ -41,6 +41,16 @@ impl Args {
         }
     }
 
+    /// Takes a key's raw value (null counts as absent).
+    pub fn take_present(&mut self, key: &str) -> Option<Value> {
+        self.0.remove(key).filter(|v| !v.is_null())
+    }
+
+    /// True when no keys are left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Refuses any key not taken.
     pub fn finish(self) -> Result<(), Code> {
         if self.0.is_empty() {

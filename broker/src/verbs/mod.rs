@@ -5,6 +5,7 @@ mod args;
 pub(crate) mod decisions;
 mod events;
 pub(crate) mod launch;
+pub mod messages;
 mod reads;
 mod roles;
 
@@ -14,13 +15,22 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use serde_json::{Map, Value};
 
-/// Every verb the spec names that this build does not serve yet.
-const PLANNED: &[&str] = &[
+/// Every verb this build serves.
+const SERVED: &[&str] = &[
+    "role.claim",
+    "role.release",
+    "role.revoke",
+    "event.emit",
     "message.send",
     "message.receive",
     "message.read",
-    "review.request",
-    "review.verdict",
+    "decision.raise",
+    "decision.resolve",
+    "decision.seen",
+    "decision.withdraw",
+    "launch.revoke",
+    "launch.restore",
+    "trail",
     "inbox",
     "tasks",
     "agents",
@@ -28,19 +38,12 @@ const PLANNED: &[&str] = &[
     "state",
     "replies",
     "messages",
+    "decisions",
+    "credentials",
 ];
 
-/// Decisions and authority (issue 5).
-const DECISION_VERBS: &[&str] = &[
-    "role.revoke",
-    "decision.raise",
-    "decision.resolve",
-    "decision.seen",
-    "decision.withdraw",
-    "decisions",
-    "launch.revoke",
-    "launch.restore",
-];
+/// Verbs the spec names that this build does not serve yet.
+const PLANNED: &[&str] = &["review.request", "review.verdict"];
 
 /// Verbs a tester session may use.
 const TESTER_VERBS: &[&str] = &[
@@ -63,19 +66,22 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = matches!(
-        verb,
-        "role.claim" | "role.release" | "event.emit" | "trail" | "credentials"
-    ) || DECISION_VERBS.contains(&verb)
-        || PLANNED.contains(&verb);
+    let known = SERVED.contains(&verb) || PLANNED.contains(&verb);
     if !known {
         return Err(Code::UnknownVerb);
     }
     if matches!(caller, Caller::Tester { .. }) && !TESTER_VERBS.contains(&verb) {
         return Err(Code::TesterRefused);
     }
+    // The known-token check: the request's args, then (below) the reply.
+    if let Some(a) = &args {
+        let v = Value::Object(a.clone());
+        if let Err(code) = core.known_tokens().check(&v) {
+            return refuse_known_token(core, caller, verb, code);
+        }
+    }
     let args = Args::new(args);
-    match verb {
+    let result = match verb {
         "role.claim" => roles::claim(core, caller, args),
         "role.release" => roles::release(core, caller, args),
         "event.emit" => events::emit(core, caller, args),
@@ -89,7 +95,79 @@ pub fn dispatch(
         "launch.revoke" => launch::revoke(core, caller, args),
         "launch.restore" => launch::restore(core, caller, args),
         "credentials" => reads::credentials(core, caller, args),
+        "message.send" => messages::send(core, caller, args),
+        "message.receive" => messages::receive(core, caller, args),
+        "message.read" => messages::read(core, caller, args),
+        "inbox" => reads::inbox(core, caller, args),
+        "agents" => reads::agents(core, caller, args),
+        "tasks" => reads::tasks(core, caller, args),
+        "replies" => reads::replies(core, caller, args),
+        "messages" => reads::messages(core, caller, args),
+        "state" => reads::state(core, caller, args),
+        "requirements" => reads::requirements(core, caller, args),
         _ => Err(Code::NotImplemented),
+    };
+    match result {
+        Ok(reply) => match core.known_tokens().check(&reply) {
+            Ok(()) => Ok(reply),
+            Err(code) => refuse_known_token(core, caller, verb, code),
+        },
+        // An evidence writer found a token: the verb's transaction rolled back.
+        Err(Code::KnownToken) => refuse_known_token(core, caller, verb, Code::KnownToken),
+        Err(code) => Err(code),
+    }
+}
+
+/// Records a known-token refusal as `action.refused` (the code only, never
+/// the content) and refuses; if that evidence can't be written the caller
+/// gets `storage-unavailable`.
+fn refuse_known_token(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    code: Code,
+) -> Result<Value, Code> {
+    let (role, run) = match caller {
+        Caller::Role { role, run, .. } => (Some(role.as_str()), Some(run.as_str())),
+        Caller::Human { .. } => (Some(messages::HUMAN), Some(messages::HUMAN_RUN)),
+        Caller::Tester { .. } => (Some(messages::TESTER), Some(messages::TESTER_RUN)),
+        Caller::Reader { .. } => (None, None),
+    };
+    Err(record_refusal(
+        core,
+        caller.business(),
+        role,
+        run,
+        verb,
+        code,
+    ))
+}
+
+/// Writes `action.refused {action, code}` for a refusal that must leave
+/// evidence; returns the code to give the caller (`storage-unavailable` when
+/// the evidence could not be written).
+pub(crate) fn record_refusal(
+    core: &mut Core,
+    business: &str,
+    role: Option<&str>,
+    run: Option<&str>,
+    action: &str,
+    code: Code,
+) -> Code {
+    let body = serde_json::json!({"action": action, "code": code.as_str()});
+    let written = core.store.write(|t| {
+        crate::store::evidence::insert_event(
+            t,
+            business,
+            "action.refused",
+            crate::store::evidence::Actor { role, run },
+            None,
+            &body,
+        )
+    });
+    match written {
+        Ok(_) => code,
+        Err(_) => Code::StorageUnavailable,
     }
 }
 

@@ -1,91 +1,395 @@
-//! Reads: they write nothing. `trail` joins every record linked to a subject
-//! in broker write order (timestamps strictly increase across all writes).
+//! Reads: they write nothing. Every read is scoped to the caller's business.
+//!
+//! `trail` joins every record linked to a subject in broker write order
+//! (timestamps strictly increase across all writes). `inbox`, `agents`,
+//! `replies`, `messages`, `state`, `requirements` and `tasks` are the shared
+//! reads of the spec's "Shared reads and adapter boundary".
 
+use super::messages::HUMAN;
 use super::Args;
+use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::store::map_sql_error;
-use rusqlite::params;
-use serde_json::{json, Value};
+use crate::store::messages::{self as msgs, message_json, MESSAGE_COLUMNS};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// `replies` page size (REPLIES).
+pub const REPLIES: i64 = 50;
+/// `messages` default and largest page.
+pub const MESSAGES_PAGE: i64 = 50;
+pub const MESSAGES_PAGE_MAX: i64 = 200;
+/// `tasks` short-form default and largest page (TASK_PAGE, TASK_PAGE_MAX); `state`'s cap.
+pub const TASK_PAGE: usize = 50;
+pub const TASK_PAGE_MAX: usize = 200;
+/// Most stranded messages `agents` lists per role.
+pub const STRANDED: i64 = 50;
+/// Most messages an `inbox` lists.
+pub const INBOX_MESSAGES: i64 = 100;
+
+fn sql_err(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
 
 fn json_col(s: Option<String>) -> Value {
     s.and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or(Value::Null)
 }
 
-/// `trail {subject}`: a task ref, decision id, message id or run id. An
-/// unknown subject is an empty list.
+fn business<'a>(core: &'a Core, caller: &Caller) -> Result<&'a Business, Code> {
+    core.config
+        .businesses
+        .get(caller.business())
+        .ok_or(Code::UnknownBusiness)
+}
+
+/// Human, reader and tester sessions (the tester gets the reader's views).
+fn human_or_reader(caller: &Caller) -> Result<(), Code> {
+    match caller {
+        Caller::Role { .. } => Err(Code::HumanRequired),
+        _ => Ok(()),
+    }
+}
+
+fn collect(
+    conn: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
+) -> Result<Vec<Value>, Code> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let rows = stmt.query_map(p, f).map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
+// --- decisions as the inbox shows them ------------------------------------
+
+const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_run, d.action, \
+     d.target, d.class, d.routed_to, d.domain, d.question, d.options, d.recommendation, \
+     d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
+     d.target_holder, d.at";
+
+const OPEN: &str = "NOT EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id \
+     AND e.kind IN ('resolved', 'withdrawn'))";
+
+/// A `decisions` row as the inbox shows it: decoded options, `blocking` as a
+/// boolean and the authorization context S4 must display.
+fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    let action: String = r.get(4)?;
+    let target: Option<String> = r.get(5)?;
+    let approval: String = r.get(12)?;
+    Ok(json!({
+        "record": "decision",
+        "seq": r.get::<_, i64>(0)?,
+        "id": r.get::<_, String>(1)?,
+        "raised_by_role": r.get::<_, String>(2)?,
+        "raised_by_run": r.get::<_, String>(3)?,
+        "action": action,
+        "target": target,
+        "class": r.get::<_, String>(6)?,
+        "routed_to": r.get::<_, String>(7)?,
+        "domain": r.get::<_, Option<String>>(8)?,
+        "question": r.get::<_, String>(9)?,
+        "options": json_col(r.get(10)?),
+        "recommendation": r.get::<_, String>(11)?,
+        "approvalChoice": approval,
+        "blocking": r.get::<_, i64>(13)? == 1,
+        "project": r.get::<_, Option<String>>(14)?,
+        "task_ref": r.get::<_, Option<String>>(15)?,
+        "requirement_ref": r.get::<_, Option<String>>(16)?,
+        "supersedes": r.get::<_, Option<String>>(17)?,
+        "target_holder": r.get::<_, Option<String>>(18)?,
+        "at": r.get::<_, String>(19)?,
+        "authorization": {"action": action, "target": target, "approvalChoice": approval},
+    }))
+}
+
+/// Open decisions routed to `route`, gated first and then oldest.
+fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d
+         WHERE d.business = ?1 AND d.routed_to = ?2 AND {OPEN}
+         ORDER BY d.class = 'gated' DESC, d.seq"
+    );
+    collect(conn, &sql, params![business, route], decision_json)
+}
+
+// --- inbox ----------------------------------------------------------------
+
+/// `inbox`: for human, reader and tester sessions the human's inbox (open
+/// decisions routed to the human, then the newest unread messages to the
+/// human, listed oldest first); for a role session its own (open decisions
+/// routed to the role, then its messages not yet received and those its run
+/// received and hasn't read).
+pub fn inbox(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    args.finish()?;
+    let b = caller.business();
+    let conn = core.store.conn();
+    match caller {
+        Caller::Role { role, run, .. } => {
+            let decisions = open_decisions(conn, b, role)?;
+            let sql = format!(
+                "SELECT {MESSAGE_COLUMNS}, d.at FROM deliveries d JOIN messages m ON m.id = d.message
+                 WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
+                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
+                 ORDER BY m.seq LIMIT ?4"
+            );
+            let mut messages = collect(conn, &sql, params![run, b, role, INBOX_MESSAGES], |r| {
+                let mut m = message_json(r)?;
+                m["delivered_at"] = json!(r.get::<_, String>(12)?);
+                Ok(m)
+            })?;
+            let room = usize::try_from(INBOX_MESSAGES)
+                .unwrap_or(100)
+                .saturating_sub(messages.len());
+            for mut m in msgs::undelivered(conn, b, role, room)? {
+                m["delivered_at"] = Value::Null;
+                messages.push(m);
+            }
+            Ok(json!({"role": role, "decisions": decisions, "messages": messages}))
+        }
+        _ => {
+            let decisions = open_decisions(conn, b, HUMAN)?;
+            let sql = format!(
+                "SELECT {MESSAGE_COLUMNS}, (SELECT at FROM deliveries d WHERE d.message = m.id)
+                 FROM messages m
+                 WHERE m.business = ?1 AND m.to_role = 'human'
+                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
+                 ORDER BY m.seq DESC LIMIT ?2"
+            );
+            let mut messages = collect(conn, &sql, params![b, INBOX_MESSAGES], |r| {
+                let mut m = message_json(r)?;
+                m["delivered_at"] = json!(r.get::<_, Option<String>>(12)?);
+                Ok(m)
+            })?;
+            messages.reverse();
+            Ok(json!({"role": HUMAN, "decisions": decisions, "messages": messages}))
+        }
+    }
+}
+
+// --- agents ---------------------------------------------------------------
+
+/// `agents`: each held role's latest claim row; human, reader and tester
+/// sessions also get `state`, `working`, `inputNeeded` and `stranded`.
+pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    args.finish()?;
+    let biz = business(core, caller)?;
+    let b = biz.id.as_str();
+    let conn = core.store.conn();
+    let full = !matches!(caller, Caller::Role { .. });
+    let mut out = Vec::new();
+    for role in biz.roles.keys() {
+        let row = conn
+            .prepare_cached(
+                "SELECT seq, role, run, op, decision, by, at FROM role_claims
+                 WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![b, role], |r| {
+                    Ok(json!({
+                        "seq": r.get::<_, i64>(0)?,
+                        "business": b,
+                        "role": r.get::<_, String>(1)?,
+                        "run": r.get::<_, String>(2)?,
+                        "op": r.get::<_, String>(3)?,
+                        "decision": r.get::<_, Option<String>>(4)?,
+                        "by": r.get::<_, Option<String>>(5)?,
+                        "at": r.get::<_, String>(6)?,
+                    }))
+                })
+                .optional()
+            })
+            .map_err(sql_err)?;
+        let Some(mut row) = row else { continue };
+        if row["op"] != json!("claim") {
+            continue;
+        }
+        if full {
+            let run = row["run"].as_str().unwrap_or_default().to_string();
+            agent_state(conn, b, role, &run, &mut row)?;
+        }
+        out.push(row);
+    }
+    Ok(Value::Array(out))
+}
+
+/// The spec's "Agent state" for one held role.
+fn agent_state(
+    conn: &Connection,
+    b: &str,
+    role: &str,
+    run: &str,
+    row: &mut Value,
+) -> Result<(), Code> {
+    let (n, since): (i64, Option<String>) = conn
+        .prepare_cached(
+            "SELECT count(*), min(d.at) FROM deliveries d JOIN messages m ON m.id = d.message
+             WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
+               AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)",
+        )
+        .and_then(|mut s| s.query_row(params![run, b, role], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(sql_err)?;
+    let working = if n > 0 {
+        json!({"messages": n, "since": since})
+    } else {
+        Value::Null
+    };
+    let input_needed = collect(
+        conn,
+        &format!(
+            "SELECT d.id, d.question, d.class, d.blocking, d.task_ref, d.at FROM decisions d
+             WHERE d.business = ?1 AND d.routed_to = 'human' AND d.raised_by_role = ?2 AND {OPEN}
+             ORDER BY d.class = 'gated' DESC, d.seq"
+        ),
+        params![b, role],
+        |r| {
+            Ok(json!({
+                "id": r.get::<_, String>(0)?,
+                "question": r.get::<_, String>(1)?,
+                "class": r.get::<_, String>(2)?,
+                "blocking": r.get::<_, i64>(3)? == 1,
+                "task_ref": r.get::<_, Option<String>>(4)?,
+                "at": r.get::<_, String>(5)?,
+            }))
+        },
+    )?;
+    let stranded = collect(
+        conn,
+        "SELECT m.id, m.from_role, d.run, d.at FROM deliveries d JOIN messages m ON m.id = d.message
+         WHERE d.run IN (SELECT DISTINCT c.run FROM role_claims c
+                         WHERE c.business = ?1 AND c.role = ?2 AND c.op = 'claim' AND c.run <> ?3)
+           AND m.business = ?1 AND m.to_role = ?2
+           AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)
+         ORDER BY d.seq LIMIT ?4",
+        params![b, role, run, STRANDED],
+        |r| {
+            Ok(json!({
+                "id": r.get::<_, String>(0)?,
+                "from": r.get::<_, String>(1)?,
+                "run": r.get::<_, String>(2)?,
+                "at": r.get::<_, String>(3)?,
+            }))
+        },
+    )?;
+    let state = if !working.is_null() {
+        "working"
+    } else if !input_needed.is_empty() {
+        "waiting"
+    } else {
+        "idle"
+    };
+    row["state"] = json!(state);
+    row["working"] = working;
+    row["inputNeeded"] = Value::Array(input_needed);
+    row["stranded"] = Value::Array(stranded);
+    Ok(())
+}
+
+// --- trail ----------------------------------------------------------------
+
+fn event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "record": "event",
+        "seq": r.get::<_, i64>(0)?,
+        "id": r.get::<_, String>(1)?,
+        "kind": r.get::<_, String>(2)?,
+        "role": r.get::<_, Option<String>>(3)?,
+        "run": r.get::<_, Option<String>>(4)?,
+        "subject": r.get::<_, Option<String>>(5)?,
+        "body": json_col(r.get(6)?),
+        "at": r.get::<_, String>(7)?,
+    }))
+}
+
+const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
+
+/// Collects trail records, each once, and sorts them into broker write order.
+#[derive(Default)]
+struct Trail {
+    seen: HashSet<(String, String)>,
+    out: Vec<Value>,
+}
+
+impl Trail {
+    fn add(&mut self, v: Value) {
+        let record = v["record"].as_str().unwrap_or_default().to_string();
+        let key = match v.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            _ => v["seq"].to_string(),
+        };
+        if self.seen.insert((record, key)) {
+            self.out.push(v);
+        }
+    }
+    fn extend(&mut self, vs: Vec<Value>) {
+        for v in vs {
+            self.add(v);
+        }
+    }
+    fn finish(mut self) -> Value {
+        self.out.sort_by(|a, b| {
+            a["at"]
+                .as_str()
+                .unwrap_or_default()
+                .cmp(b["at"].as_str().unwrap_or_default())
+        });
+        Value::Array(self.out)
+    }
+}
+
+/// `trail {subject}`: a task ref, decision id, message id or run id; every
+/// linked record of the caller's business in broker write order. An unknown
+/// subject is an empty list.
 pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
     let subject = args.str("subject", 256)?;
     args.finish()?;
-    let business = caller.business();
+    let b = caller.business();
     let conn = core.store.conn();
-    let sql_err = |e: rusqlite::Error| map_sql_error(&e);
-    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut t = Trail::default();
 
-    // Events about the subject, the subject event itself, and a run's session events.
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT id, kind, role, run, subject, body, at FROM events
-             WHERE business = ?1 AND (subject = ?2 OR id = ?2
-               OR (run = ?2 AND kind IN ('session.launched', 'session.ended')))
-             ORDER BY seq",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![business, subject], |r| {
-            Ok(json!({
-                "record": "event",
-                "id": r.get::<_, String>(0)?,
-                "kind": r.get::<_, String>(1)?,
-                "role": r.get::<_, Option<String>>(2)?,
-                "run": r.get::<_, Option<String>>(3)?,
-                "subject": r.get::<_, Option<String>>(4)?,
-                "body": json_col(r.get(5)?),
-                "at": r.get::<_, String>(6)?,
-            }))
-        })
-        .map_err(sql_err)?;
-    for row in rows {
-        let v = row.map_err(sql_err)?;
-        out.push((v["at"].as_str().unwrap_or_default().to_string(), v));
+    // Events about the subject, the subject event itself, a run's session events.
+    for sql in [
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE subject = ?2 AND business = ?1",
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE id = ?2 AND business = ?1",
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
+    ] {
+        t.extend(collect(conn, sql, params![b, subject], event_json)?);
     }
 
-    // Claim evidence of a run, or of claims citing a decision.
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, role, run, op, decision, by, at FROM role_claims
-             WHERE business = ?1 AND (run = ?2 OR decision = ?2) ORDER BY seq",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![business, subject], |r| {
-            Ok(json!({
-                "record": "claim",
-                "seq": r.get::<_, i64>(0)?,
-                "role": r.get::<_, String>(1)?,
-                "run": r.get::<_, String>(2)?,
-                "op": r.get::<_, String>(3)?,
-                "decision": r.get::<_, Option<String>>(4)?,
-                "by": r.get::<_, Option<String>>(5)?,
-                "at": r.get::<_, String>(6)?,
-            }))
-        })
-        .map_err(sql_err)?;
-    for row in rows {
-        let v = row.map_err(sql_err)?;
-        out.push((v["at"].as_str().unwrap_or_default().to_string(), v));
-    }
+    // Claim evidence of a run, and claims citing a decision.
+    let claim = |r: &rusqlite::Row<'_>| {
+        Ok(json!({
+            "record": "claim",
+            "seq": r.get::<_, i64>(0)?,
+            "role": r.get::<_, String>(1)?,
+            "run": r.get::<_, String>(2)?,
+            "op": r.get::<_, String>(3)?,
+            "decision": r.get::<_, Option<String>>(4)?,
+            "by": r.get::<_, Option<String>>(5)?,
+            "at": r.get::<_, String>(6)?,
+        }))
+    };
+    t.extend(collect(
+        conn,
+        "SELECT seq, role, run, op, decision, by, at FROM role_claims
+         WHERE run = ?2 AND business = ?1",
+        params![b, subject],
+        claim,
+    )?);
 
-    // Task snapshots.
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
-             WHERE business = ?1 AND task_ref = ?2 ORDER BY seq",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![business, subject], |r| {
+    // Task snapshots, and decisions held on the task.
+    t.extend(collect(
+        conn,
+        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
+         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq",
+        params![b, subject],
+        |r| {
             Ok(json!({
                 "record": "task",
                 "seq": r.get::<_, i64>(0)?,
@@ -95,15 +399,534 @@ pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
                 "fields": json_col(r.get(4)?),
                 "at": r.get::<_, String>(5)?,
             }))
-        })
-        .map_err(sql_err)?;
-    for row in rows {
-        let v = row.map_err(sql_err)?;
-        out.push((v["at"].as_str().unwrap_or_default().to_string(), v));
+        },
+    )?);
+    let by_task = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.task_ref = ?2 AND d.business = ?1"
+    );
+    t.extend(collect(conn, &by_task, params![b, subject], decision_json)?);
+
+    // A decision: its row, its events, the human inputs they cite, claims and
+    // messages citing it.
+    let by_id =
+        format!("SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.id = ?2 AND d.business = ?1");
+    let decision = collect(conn, &by_id, params![b, subject], decision_json)?;
+    if !decision.is_empty() {
+        t.extend(decision);
+        t.extend(collect(
+            conn,
+            "SELECT seq, decision, kind, by, run, choice, note, input, at FROM decision_events
+             WHERE decision = ?1 ORDER BY seq",
+            params![subject],
+            |r| {
+                Ok(json!({
+                    "record": "decision_event",
+                    "seq": r.get::<_, i64>(0)?,
+                    "decision": r.get::<_, String>(1)?,
+                    "kind": r.get::<_, String>(2)?,
+                    "by": r.get::<_, String>(3)?,
+                    "run": r.get::<_, Option<String>>(4)?,
+                    "choice": r.get::<_, Option<String>>(5)?,
+                    "note": r.get::<_, Option<String>>(6)?,
+                    "input": r.get::<_, Option<String>>(7)?,
+                    "at": r.get::<_, String>(8)?,
+                }))
+            },
+        )?);
+        t.extend(collect(
+            conn,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND id IN
+                 (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL)"
+            ),
+            params![b, subject],
+            event_json,
+        )?);
+        t.extend(collect(
+            conn,
+            "SELECT seq, role, run, op, decision, by, at FROM role_claims
+             WHERE decision = ?2 AND business = ?1",
+            params![b, subject],
+            claim,
+        )?);
+        let citing = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1"
+        );
+        t.extend(tag(
+            collect(conn, &citing, params![b, subject], message_json)?,
+            "message",
+        ));
     }
 
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(Value::Array(out.into_iter().map(|(_, v)| v).collect()))
+    // A message: its row, the request behind it, the send's authorization,
+    // its delivery and its read receipt.
+    let by_id =
+        format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?2 AND m.business = ?1");
+    if let Some(m) = collect(conn, &by_id, params![b, subject], message_json)?
+        .into_iter()
+        .next()
+    {
+        if let Some(req) = m["request"].as_str() {
+            t.extend(collect(
+                conn,
+                &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1"),
+                params![b, req],
+                event_json,
+            )?);
+        }
+        t.extend(collect(
+            conn,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events
+                 WHERE business = ?1 AND run = ?2 AND kind = 'action.allowed' AND subject = ?3
+                   AND json_extract(body, '$.message') = ?4"
+            ),
+            params![
+                b,
+                m["from_run"].as_str().unwrap_or_default(),
+                m["to_role"].as_str().unwrap_or_default(),
+                subject
+            ],
+            event_json,
+        )?);
+        t.extend(collect(
+            conn,
+            "SELECT seq, message, run, at FROM deliveries WHERE message = ?1",
+            params![subject],
+            |r| {
+                Ok(json!({"record": "delivery", "seq": r.get::<_, i64>(0)?,
+                    "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
+                    "at": r.get::<_, String>(3)?}))
+            },
+        )?);
+        t.extend(collect(
+            conn,
+            "SELECT seq, message, run, at FROM read_receipts WHERE message = ?1",
+            params![subject],
+            |r| {
+                Ok(json!({"record": "read", "seq": r.get::<_, i64>(0)?,
+                    "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
+                    "at": r.get::<_, String>(3)?}))
+            },
+        )?);
+        t.extend(tag(vec![m], "message"));
+    }
+    Ok(t.finish())
+}
+
+fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
+    for v in &mut vs {
+        v["record"] = json!(record);
+    }
+    vs
+}
+
+// --- replies and messages -------------------------------------------------
+
+/// `replies {id}`: messages in reply to a message of the business, oldest first.
+pub fn replies(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    human_or_reader(caller)?;
+    let id = args.str("id", 64)?;
+    args.finish()?;
+    let b = caller.business();
+    let conn = core.store.conn();
+    if msgs::message_facts(conn, b, &id)?.is_none() {
+        return Err(Code::MessageNotFound);
+    }
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
+         ORDER BY m.seq LIMIT ?3"
+    );
+    Ok(Value::Array(collect(
+        conn,
+        &sql,
+        params![id, b, REPLIES],
+        message_json,
+    )?))
+}
+
+/// `messages {limit?, after?}`: the human's feed, newest first.
+pub fn messages(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    human_or_reader(caller)?;
+    let limit = match args.take_present("limit") {
+        None => MESSAGES_PAGE,
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .filter(|l| (1..=MESSAGES_PAGE_MAX).contains(l))
+            .ok_or(Code::InvalidRequest)?,
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    let after = args.opt_str("after", 64)?;
+    args.finish()?;
+    let b = caller.business();
+    let conn = core.store.conn();
+    let before = match &after {
+        None => i64::MAX,
+        Some(a) => match msgs::message_facts(conn, b, a)? {
+            Some(f) if f.to_role == HUMAN => f.seq,
+            _ => return Err(Code::MessageNotFound),
+        },
+    };
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS}, EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
+         FROM messages m WHERE m.business = ?1 AND m.to_role = 'human' AND m.seq < ?2
+         ORDER BY m.seq DESC LIMIT ?3"
+    );
+    let mut page = collect(conn, &sql, params![b, before, limit + 1], |r| {
+        let mut m = message_json(r)?;
+        m["read"] = json!(r.get::<_, bool>(12)?);
+        Ok(m)
+    })?;
+    let more = page.len() > usize::try_from(limit).unwrap_or(0);
+    page.truncate(usize::try_from(limit).unwrap_or(0));
+    let next = if more {
+        page.last().map(|m| m["id"].clone()).unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let (total, read): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT count(*), count(r.message) FROM messages m
+             LEFT JOIN read_receipts r ON r.message = m.id
+             WHERE m.business = ?1 AND m.to_role = 'human'",
+        )
+        .and_then(|mut s| s.query_row(params![b], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(sql_err)?;
+    Ok(json!({"messages": page, "total": total, "unread": total - read, "next": next}))
+}
+
+// --- requirements and state -----------------------------------------------
+
+/// `requirements`: the requirements file loaded at start, role sessions only.
+/// With no file configured: `{prd: null, version: null, requirements: []}`.
+pub fn requirements(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    match caller {
+        Caller::Role { .. } => {}
+        Caller::Human { .. } => return Err(Code::AgentRequired),
+        Caller::Reader { .. } => return Err(Code::ReadOnly),
+        Caller::Tester { .. } => return Err(Code::TesterRefused),
+    }
+    args.finish()?;
+    Ok(core
+        .requirements
+        .clone()
+        .unwrap_or_else(|| json!({"prd": null, "version": null, "requirements": []})))
+}
+
+/// `state`: launch state and the tracker snapshot's open tasks.
+pub fn state(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    args.finish()?;
+    let b = caller.business();
+    let conn = core.store.conn();
+    let mut latest: Option<(i64, String, String, String)> = None;
+    for kind in ["launch.revoked", "launch.restored"] {
+        let row = conn
+            .prepare_cached(
+                "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2
+                 ORDER BY seq DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![b, kind], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()
+            })
+            .map_err(sql_err)?;
+        if let Some(r) = row {
+            if latest.as_ref().is_none_or(|l| r.0 > l.0) {
+                latest = Some(r);
+            }
+        }
+    }
+    let launch = match latest {
+        Some((_, id, kind, at)) => json!({
+            "state": if kind == "launch.revoked" { "revoked" } else { "allowed" },
+            "at": at, "event": id,
+        }),
+        None => json!({"state": "allowed", "at": null, "event": null}),
+    };
+    let tasks = current_tasks(conn, b)?;
+    let open: Vec<&TaskRow> = tasks
+        .iter()
+        .filter(|t| !t.tombstone && t.fields.get("done") != Some(&Value::Bool(true)))
+        .collect();
+    let listed: Vec<Value> = open
+        .iter()
+        .take(TASK_PAGE)
+        .map(|t| json!({"task_ref": t.task_ref, "title": t.fields.get("title").cloned().unwrap_or(Value::Null)}))
+        .collect();
+    Ok(json!({
+        "launch": launch,
+        "tasks": {"open": listed, "total": open.len(), "cap": TASK_PAGE},
+    }))
+}
+
+// --- tasks ----------------------------------------------------------------
+
+struct TaskRow {
+    seq: i64,
+    task_ref: String,
+    read_at: String,
+    tombstone: bool,
+    fields: Map<String, Value>,
+    at: String,
+}
+
+/// The `task_current` projection of a business, in `task_ref` text order.
+fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT s.seq, s.task_ref, s.read_at, s.tombstone, s.fields, s.at
+             FROM (SELECT max(seq) AS mx FROM task_snapshots WHERE business = ?1 GROUP BY task_ref) c
+             JOIN task_snapshots s ON s.seq = c.mx
+             ORDER BY s.task_ref",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![b], |r| {
+            let fields: Option<String> = r.get(4)?;
+            Ok(TaskRow {
+                seq: r.get(0)?,
+                task_ref: r.get(1)?,
+                read_at: r.get(2)?,
+                tombstone: r.get::<_, i64>(3)? == 1,
+                fields: fields
+                    .and_then(|f| serde_json::from_str(&f).ok())
+                    .unwrap_or_default(),
+                at: r.get(5)?,
+            })
+        })
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
+/// The Vikunja task id of a task ref: the part after the last `/`.
+fn vikunja_id(task_ref: &str) -> Option<&str> {
+    task_ref.rsplit_once('/').map(|(_, id)| id)
+}
+
+/// Requirement of the first `task.created` per Vikunja task id.
+fn requirements_by_task(conn: &Connection, b: &str) -> Result<BTreeMap<String, Value>, Code> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT subject, json_extract(body, '$.requirement') FROM events
+             WHERE business = ?1 AND kind = 'task.created' ORDER BY seq",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![b], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+            ))
+        })
+        .map_err(sql_err)?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let (subject, req) = row.map_err(sql_err)?;
+        if let (Some(id), Some(req)) = (subject.as_deref().and_then(vikunja_id), req) {
+            out.entry(id.to_string()).or_insert(json!(req));
+        }
+    }
+    Ok(out)
+}
+
+fn priority(t: &TaskRow) -> Value {
+    if t.tombstone {
+        return Value::Null;
+    }
+    t.fields.get("priority").cloned().unwrap_or(Value::Null)
+}
+
+fn requirement(reqs: &BTreeMap<String, Value>, t: &TaskRow) -> Value {
+    vikunja_id(&t.task_ref)
+        .and_then(|id| reqs.get(id).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn full_row(b: &str, reqs: &BTreeMap<String, Value>, t: &TaskRow) -> Value {
+    json!({
+        "seq": t.seq,
+        "business": b,
+        "task_ref": t.task_ref,
+        "read_at": t.read_at,
+        "tombstone": t.tombstone,
+        "fields": if t.tombstone { Value::Null } else { Value::Object(t.fields.clone()) },
+        "at": t.at,
+        "priority": priority(t),
+        "requirement": requirement(reqs, t),
+    })
+}
+
+/// Roles whose tracker bot is among the task's assignees, sorted.
+fn assignee_roles(biz: &Business, t: &TaskRow) -> Vec<String> {
+    let names: Vec<&str> = t
+        .fields
+        .get("assignees")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut roles: Vec<String> = biz
+        .roles
+        .iter()
+        .filter(|(_, r)| {
+            r.tracker_bot
+                .as_deref()
+                .is_some_and(|bot| names.contains(&bot))
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    roles.sort();
+    roles
+}
+
+/// `tasks`: none → the whole projection; `{task_ref}` → one row; any of
+/// `{done, assignee, label, requirement, limit, after}` → `{tasks, total, next}`.
+pub fn tasks(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let biz = business(core, caller)?;
+    let b = biz.id.as_str();
+    let conn = core.store.conn();
+    if args.is_empty() {
+        let reqs = requirements_by_task(conn, b)?;
+        let rows = current_tasks(conn, b)?;
+        return Ok(Value::Array(
+            rows.iter().map(|t| full_row(b, &reqs, t)).collect(),
+        ));
+    }
+    if let Some(task_ref) = args.opt_str("task_ref", 256)? {
+        args.finish()?;
+        let reqs = requirements_by_task(conn, b)?;
+        let row = conn
+            .prepare_cached(
+                "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
+                 WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![b, task_ref], |r| {
+                    let fields: Option<String> = r.get(4)?;
+                    Ok(TaskRow {
+                        seq: r.get(0)?,
+                        task_ref: r.get(1)?,
+                        read_at: r.get(2)?,
+                        tombstone: r.get::<_, i64>(3)? == 1,
+                        fields: fields
+                            .and_then(|f| serde_json::from_str(&f).ok())
+                            .unwrap_or_default(),
+                        at: r.get(5)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(sql_err)?
+            .ok_or(Code::TaskNotFound)?;
+        return Ok(full_row(b, &reqs, &row));
+    }
+    let done = match args.take_present("done") {
+        None => None,
+        Some(Value::Bool(d)) => Some(d),
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    let assignee = args.opt_str("assignee", 64)?;
+    if let Some(a) = &assignee {
+        if !biz.roles.contains_key(a) {
+            return Err(Code::InvalidRequest);
+        }
+    }
+    let label = match args.take_present("label") {
+        None => None,
+        Some(Value::Number(n)) if n.as_u64().is_some() => Some(Value::Number(n)),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Value::String(s)),
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    let requirement_filter = args.opt_str("requirement", 64)?;
+    if let Some(r) = &requirement_filter {
+        if !crate::config::is_requirement_id(r) {
+            return Err(Code::InvalidRequest);
+        }
+    }
+    let limit = match args.take_present("limit") {
+        None => TASK_PAGE,
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|l| (1..=TASK_PAGE_MAX).contains(l))
+            .ok_or(Code::InvalidRequest)?,
+        Some(_) => return Err(Code::InvalidRequest),
+    };
+    let after = args.opt_str("after", 256)?;
+    args.finish()?;
+
+    let reqs = requirements_by_task(conn, b)?;
+    let rows = current_tasks(conn, b)?;
+    let mut matches = Vec::new();
+    for t in rows.iter().filter(|t| !t.tombstone) {
+        let assignees = assignee_roles(biz, t);
+        if let Some(d) = done {
+            if t.fields
+                .get("done")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+                != d
+            {
+                continue;
+            }
+        }
+        if let Some(a) = &assignee {
+            if !assignees.contains(a) {
+                continue;
+            }
+        }
+        if let Some(l) = &label {
+            let has = t
+                .fields
+                .get("labels")
+                .and_then(Value::as_array)
+                .is_some_and(|ls| ls.contains(l));
+            if !has {
+                continue;
+            }
+        }
+        let req = requirement(&reqs, t);
+        if let Some(r) = &requirement_filter {
+            if req.as_str() != Some(r.as_str()) {
+                continue;
+            }
+        }
+        matches.push((t, assignees, req));
+    }
+    let total = matches.len();
+    let page: Vec<_> = matches
+        .iter()
+        .filter(|(t, _, _)| after.as_deref().is_none_or(|a| t.task_ref.as_str() > a))
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    let page = &page[..page.len().min(limit)];
+    let next = if more {
+        page.last()
+            .map(|(t, _, _)| json!(t.task_ref))
+            .unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let tasks: Vec<Value> = page
+        .iter()
+        .map(|(t, assignees, req)| {
+            let f = |k: &str| t.fields.get(k).cloned().unwrap_or(Value::Null);
+            json!({
+                "task_ref": t.task_ref,
+                "title": f("title"),
+                "done": f("done"),
+                "bucket": f("bucket"),
+                "assignees": assignees,
+                "labels": t.fields.get("labels").cloned().unwrap_or_else(|| json!([])),
+                "priority": priority(t),
+                "requirement": req,
+                "changed_at": t.at,
+            })
+        })
+        .collect();
+    Ok(json!({"tasks": tasks, "total": total, "next": next}))
 }
 
 /// `credentials`: what the host loaded for the business, never a token,

@@ -1,0 +1,217 @@
+//! The trusted host's `recordEvent` and `recordTask` (the spec's in-process
+//! `broker.recordEvent` and S3's task snapshots), run on the writer thread.
+
+use crate::core::{Caller, Core};
+use crate::error::Code;
+use crate::store::clock;
+use crate::store::evidence::{self, Actor};
+use crate::store::messages as msgs;
+use rusqlite::params;
+use serde_json::{json, Map, Value};
+
+/// Kinds only verbs and host ops write: human input, human launch control,
+/// the review loop, and the broker's own session records.
+pub const RESERVED_KINDS: &[&str] = &[
+    "human.input",
+    "launch.revoked",
+    "launch.restored",
+    "review.requested",
+    "review.verdict",
+    "session.launched",
+    "session.ended",
+];
+
+fn kind_ok(k: &str) -> bool {
+    (3..=64).contains(&k.len())
+        && k.bytes().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
+        })
+}
+
+/// `recordEvent {cap, kind, body, subject?}` → `{event, at}`: stamps the
+/// capability's business, role and run, in one transaction.
+pub fn record_event(
+    core: &mut Core,
+    cap: &str,
+    kind: &str,
+    body: Map<String, Value>,
+    subject: Option<&str>,
+) -> Result<Value, Code> {
+    let (business, role, run) = match core.caller(cap) {
+        Some(Caller::Role {
+            business,
+            role,
+            run,
+        }) => (business, role, run),
+        Some(_) => return Err(Code::ReadOnly),
+        None => return Err(Code::UnknownCapability),
+    };
+    record_event_as(core, &business, &role, &run, kind, body, subject)
+}
+
+/// [`record_event`] for an identity the trusted host already resolved (the
+/// embedded runtime's in-process API).
+pub fn record_event_as(
+    core: &mut Core,
+    business: &str,
+    role: &str,
+    run: &str,
+    kind: &str,
+    body: Map<String, Value>,
+    subject: Option<&str>,
+) -> Result<Value, Code> {
+    if !core.config.businesses.contains_key(business) {
+        return Err(Code::UnknownBusiness);
+    }
+    if !kind_ok(kind) {
+        return Err(Code::InvalidRequest);
+    }
+    if RESERVED_KINDS.contains(&kind)
+        || (kind == "action.allowed"
+            && body.get("action") == Some(&Value::String("git.push.working".into())))
+    {
+        return Err(Code::ReservedEvent);
+    }
+    if let Some(tr) = body.get("task_ref") {
+        if tr.as_str() != subject {
+            return Err(Code::TaskSubject);
+        }
+    }
+    let body = Value::Object(body);
+    let r = core.store.write(|t| {
+        if kind == "task.created" {
+            if subject.is_none() {
+                return Err(Code::InvalidRequest);
+            }
+            let req = body["requirement"].as_str().unwrap_or_default();
+            if !crate::config::is_requirement_id(req) {
+                return Err(Code::InvalidRequest);
+            }
+            let request = body["request"].as_str().unwrap_or_default();
+            let ok: bool =
+                t.tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
+                       AND kind = 'human.input')",
+                    params![request, business],
+                    |r| r.get(0),
+                )
+                .map_err(|e| crate::store::map_sql_error(&e))?;
+            if !ok {
+                return Err(Code::HumanInputRequired);
+            }
+        }
+        let w = evidence::insert_event(
+            t,
+            business,
+            kind,
+            Actor {
+                role: Some(role),
+                run: Some(run),
+            },
+            subject,
+            &body,
+        )?;
+        Ok(json!({"event": w.id, "at": w.at}))
+    });
+    match r {
+        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
+            core,
+            business,
+            Some(role),
+            Some(run),
+            "recordEvent",
+            Code::KnownToken,
+        )),
+        other => other,
+    }
+}
+
+/// `vikunja:3/41`: a lowercase service, a project id and a task id.
+pub fn is_task_ref(s: &str) -> bool {
+    let Some((service, rest)) = s.split_once(':') else {
+        return false;
+    };
+    let Some((project, task)) = rest.split_once('/') else {
+        return false;
+    };
+    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.bytes().all(|c| c.is_ascii_digit());
+    !service.is_empty()
+        && service.len() <= 32
+        && service.bytes().all(|c| c.is_ascii_lowercase())
+        && digits(project)
+        && digits(task)
+}
+
+fn fields_ok(f: &Map<String, Value>) -> bool {
+    let str_or_null = |v: &Value| v.is_string() || v.is_null();
+    let id = |v: &Value| v.is_string() || v.as_i64().is_some() || v.is_null();
+    f.iter().all(|(k, v)| match k.as_str() {
+        "title" => v.is_string(),
+        "done" => v.is_boolean(),
+        "bucket" | "project" => id(v),
+        "assignees" => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        "labels" => v
+            .as_array()
+            .is_some_and(|a| a.iter().all(|l| l.is_string() || l.as_i64().is_some())),
+        "priority" => v.as_i64().is_some() || v.is_null(),
+        "description" => str_or_null(v),
+        _ => false,
+    })
+}
+
+/// `recordTask {business, task_ref, read_at, fields | tombstone:true}` →
+/// `{task_ref, seq, at}`: one task snapshot as task sync stores it.
+pub fn record_task(
+    core: &mut Core,
+    business: &str,
+    task_ref: &str,
+    read_at: &str,
+    fields: Option<Map<String, Value>>,
+) -> Result<Value, Code> {
+    if !core.config.businesses.contains_key(business) {
+        return Err(Code::UnknownBusiness);
+    }
+    if !is_task_ref(task_ref) || clock::parse_canonical(read_at).is_none() {
+        return Err(Code::InvalidRequest);
+    }
+    if let Some(f) = &fields {
+        if !fields_ok(f) {
+            return Err(Code::InvalidRequest);
+        }
+    }
+    let fields = fields.map(Value::Object);
+    let r = core.store.write(|t| {
+        let (seq, at) =
+            msgs::insert_task_snapshot(t, business, task_ref, read_at, fields.as_ref())?;
+        Ok(json!({"task_ref": task_ref, "seq": seq, "at": at}))
+    });
+    match r {
+        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
+            core,
+            business,
+            None,
+            None,
+            "recordTask",
+            Code::KnownToken,
+        )),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn task_refs() {
+        assert!(super::is_task_ref("vikunja:3/41"));
+        for bad in [
+            "vikunja:3",
+            "vikunja:/41",
+            "Vik:3/41",
+            "vikunja:3/4a",
+            ":3/41",
+            "vikunja:3/41/2",
+        ] {
+            assert!(!super::is_task_ref(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Writers for messages, deliveries, read receipts and task snapshots, and
+//! the few lookups the message verbs make inside their transaction.
+//!
+//! Every writer takes its timestamp from the transaction's clock and runs the
+//! known-token check on what it is about to store.
+
+use super::{map_sql_error, Tx};
+use crate::error::Code;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::{json, Value};
+
+/// A message as the verbs hand it to [`insert_message`].
+#[derive(Debug, Clone, Default)]
+pub struct NewMessage<'a> {
+    /// The id to store (callers make it first so a `human.input` can name it).
+    pub id: &'a str,
+    pub business: &'a str,
+    pub from_role: &'a str,
+    pub from_run: &'a str,
+    pub to_role: &'a str,
+    pub class: &'a str,
+    pub body: &'a str,
+    pub in_reply_to: Option<&'a str>,
+    pub corrects: Option<&'a str>,
+    pub decision: Option<&'a str>,
+    pub request: Option<&'a str>,
+}
+
+fn sql(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
+
+/// Appends one message; returns its `at`.
+pub fn insert_message(t: &mut Tx<'_>, m: &NewMessage<'_>) -> Result<String, Code> {
+    t.tokens.check_all(&[
+        Some(m.from_role),
+        Some(m.from_run),
+        Some(m.to_role),
+        Some(m.class),
+        Some(m.body),
+    ])?;
+    let at = t.now();
+    t.tx.prepare_cached(
+        "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body,
+           in_reply_to, corrects, decision, request, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            m.id,
+            m.business,
+            m.from_role,
+            m.from_run,
+            m.to_role,
+            m.class,
+            m.body,
+            m.in_reply_to,
+            m.corrects,
+            m.decision,
+            m.request,
+            at
+        ])
+    })
+    .map_err(sql)?;
+    Ok(at)
+}
+
+/// Records that `message` was handed to `run`; returns its `at`.
+pub fn insert_delivery(t: &mut Tx<'_>, message: &str, run: &str) -> Result<String, Code> {
+    t.tokens.check_all(&[Some(run)])?;
+    let at = t.now();
+    t.tx.prepare_cached("INSERT INTO deliveries(message, run, at) VALUES (?1, ?2, ?3)")
+        .and_then(|mut s| s.execute(params![message, run, at]))
+        .map_err(sql)?;
+    Ok(at)
+}
+
+/// Records `run`'s acknowledgement of `message`; returns its `at`.
+pub fn insert_read_receipt(t: &mut Tx<'_>, message: &str, run: &str) -> Result<String, Code> {
+    t.tokens.check_all(&[Some(run)])?;
+    let at = t.now();
+    t.tx.prepare_cached("INSERT INTO read_receipts(message, run, at) VALUES (?1, ?2, ?3)")
+        .and_then(|mut s| s.execute(params![message, run, at]))
+        .map_err(sql)?;
+    Ok(at)
+}
+
+/// Appends one tracker snapshot (`fields` None is a tombstone); returns `(seq, at)`.
+pub fn insert_task_snapshot(
+    t: &mut Tx<'_>,
+    business: &str,
+    task_ref: &str,
+    read_at: &str,
+    fields: Option<&Value>,
+) -> Result<(i64, String), Code> {
+    if let Some(f) = fields {
+        t.tokens.check(f)?;
+    }
+    t.tokens.check_all(&[Some(task_ref)])?;
+    let at = t.now();
+    t.tx.prepare_cached(
+        "INSERT INTO task_snapshots(business, task_ref, read_at, tombstone, fields, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            business,
+            task_ref,
+            read_at,
+            i64::from(fields.is_none()),
+            fields.map(|f| f.to_string()),
+            at
+        ])
+    })
+    .map_err(sql)?;
+    Ok((t.tx.last_insert_rowid(), at))
+}
+
+/// The columns [`message_json`] reads, in order (alias `m`).
+pub const MESSAGE_COLUMNS: &str = "m.seq, m.id, m.from_role, m.from_run, m.to_role, m.class, \
+     m.body, m.in_reply_to, m.corrects, m.decision, m.request, m.at";
+
+/// One `messages` row as JSON (the shape `trail`, `replies`, `messages` and
+/// `message.receive` share), from a row starting with [`MESSAGE_COLUMNS`].
+pub fn message_json(r: &Row<'_>) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "id": r.get::<_, String>(1)?,
+        "seq": r.get::<_, i64>(0)?,
+        "from_role": r.get::<_, String>(2)?,
+        "from_run": r.get::<_, String>(3)?,
+        "to_role": r.get::<_, String>(4)?,
+        "class": r.get::<_, String>(5)?,
+        "body": r.get::<_, String>(6)?,
+        "in_reply_to": r.get::<_, Option<String>>(7)?,
+        "corrects": r.get::<_, Option<String>>(8)?,
+        "decision": r.get::<_, Option<String>>(9)?,
+        "request": r.get::<_, Option<String>>(10)?,
+        "at": r.get::<_, String>(11)?,
+    }))
+}
+
+/// What the message verbs need to know about a stored message.
+#[derive(Debug, Clone)]
+pub struct MessageFacts {
+    pub seq: i64,
+    pub from_role: String,
+    pub to_role: String,
+    /// The run it was delivered to, if it was.
+    pub delivered_to: Option<String>,
+    /// The receipt's time, if it was read.
+    pub read_at: Option<String>,
+}
+
+/// Looks a message up by id within one business.
+pub fn message_facts(
+    conn: &Connection,
+    business: &str,
+    id: &str,
+) -> Result<Option<MessageFacts>, Code> {
+    conn.prepare_cached(
+        "SELECT m.seq, m.from_role, m.to_role,
+           (SELECT run FROM deliveries WHERE message = m.id),
+           (SELECT at FROM read_receipts WHERE message = m.id)
+         FROM messages m WHERE m.id = ?1 AND m.business = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![id, business], |r| {
+            Ok(MessageFacts {
+                seq: r.get(0)?,
+                from_role: r.get(1)?,
+                to_role: r.get(2)?,
+                delivered_to: r.get(3)?,
+                read_at: r.get(4)?,
+            })
+        })
+        .optional()
+    })
+    .map_err(sql)
+}
+
+/// True when `id` names a decision of `business`.
+pub fn decision_exists(conn: &Connection, business: &str, id: &str) -> Result<bool, Code> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM decisions WHERE id = ?1 AND business = ?2)")
+        .and_then(|mut s| s.query_row(params![id, business], |r| r.get(0)))
+        .map_err(sql)
+}
+
+/// Up to `limit` undelivered messages to `(business, to_role)`, oldest first.
+///
+/// Only `message.receive` writes deliveries and it always takes the oldest
+/// undelivered messages first, so the delivered messages of a recipient are
+/// a prefix of its messages by `seq`: the undelivered ones are exactly those
+/// after the newest delivered one. The scan walks back from the newest
+/// message to the first delivered one, so it costs the backlog, not the history.
+pub fn undelivered(
+    conn: &Connection,
+    business: &str,
+    to_role: &str,
+    limit: usize,
+) -> Result<Vec<Value>, Code> {
+    let floor: i64 = conn
+        .prepare_cached(
+            "SELECT coalesce((SELECT m.seq FROM messages m
+               WHERE m.business = ?1 AND m.to_role = ?2
+                 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.message = m.id)
+               ORDER BY m.seq DESC LIMIT 1), 0)",
+        )
+        .and_then(|mut s| s.query_row(params![business, to_role], |r| r.get(0)))
+        .map_err(sql)?;
+    let sql_text = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m
+         WHERE m.business = ?1 AND m.to_role = ?2 AND m.seq > ?3
+           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message = m.id)
+         ORDER BY m.seq LIMIT ?4"
+    );
+    let mut stmt = conn.prepare_cached(&sql_text).map_err(sql)?;
+    let rows = stmt
+        .query_map(
+            params![
+                business,
+                to_role,
+                floor,
+                i64::try_from(limit).unwrap_or(100)
+            ],
+            message_json,
+        )
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}

@@ -1,0 +1,263 @@
+//! `message.send`, `message.receive` and `message.read`.
+//!
+//! Recipients are the business's role instances, the reserved `human`, and
+//! `tester` (only as a reply to a tester's message). Each verb is one
+//! transaction: its checks, its evidence and its effects commit together.
+
+use super::Args;
+use crate::config::Business;
+use crate::core::{Caller, Core};
+use crate::error::Code;
+use crate::ids;
+use crate::store::evidence::{self, Actor};
+use crate::store::messages::{self as msgs, NewMessage};
+use serde_json::{json, Value};
+
+/// The spec's message classes (3b core; 3i's BLOCK and STAFF-REQUEST are later work).
+pub const CLASSES: &[&str] = &[
+    "REQUEST",
+    "ASSIGNMENT",
+    "REVIEW-REQUEST",
+    "REVIEW-RESULT",
+    "RESULT",
+    "INFO",
+    "DECISION",
+    "REACTION",
+];
+
+/// The class a send without `class` gets.
+pub const DEFAULT_CLASS: &str = "INFO";
+
+/// The reserved human recipient and the CLI's run.
+pub const HUMAN: &str = "human";
+pub const HUMAN_RUN: &str = "human-cli";
+/// The tester address and the tester shim's run.
+pub const TESTER: &str = "tester";
+pub const TESTER_RUN: &str = "tester-cli";
+/// The prefix every tester message body starts with.
+pub const TESTER_PREFIX: &str = "[mos test]";
+
+/// Most messages one `message.receive` hands over.
+pub const RECEIVE_BATCH: usize = 100;
+/// Largest message body, in bytes (a frame is at most 64 KiB anyway).
+pub const MAX_BODY: usize = 60 * 1024;
+
+fn business<'a>(core: &'a Core, id: &str) -> Result<&'a Business, Code> {
+    core.config.businesses.get(id).ok_or(Code::UnknownBusiness)
+}
+
+/// `message.send {to, body, class?, in_reply_to?, corrects?, decision?}` → `{id, request}`.
+pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Reader { .. }) {
+        return Err(Code::ReadOnly);
+    }
+    let to = args.str("to", 64)?;
+    let body = args.str("body", MAX_BODY)?;
+    let class = args.opt_str("class", 32)?;
+    let in_reply_to = args.opt_str("in_reply_to", 64)?;
+    let corrects = args.opt_str("corrects", 64)?;
+    let decision = args.opt_str("decision", 64)?;
+    args.finish()?;
+    let class = class.unwrap_or_else(|| DEFAULT_CLASS.to_string());
+    if !CLASSES.contains(&class.as_str()) {
+        return Err(Code::InvalidClass);
+    }
+    let biz = business(core, caller.business())?.clone();
+    let is_role = biz.roles.contains_key(&to);
+
+    // Who may address whom.
+    match caller {
+        Caller::Reader { .. } => return Err(Code::ReadOnly),
+        Caller::Tester { .. } => {
+            if !is_role {
+                return Err(Code::UnknownRole);
+            }
+            if corrects.is_some() || decision.is_some() {
+                return Err(Code::InvalidRequest);
+            }
+            if !body.starts_with(TESTER_PREFIX) {
+                return Err(Code::TesterPrefix);
+            }
+        }
+        // The human addresses roles only: not itself, and never the tester.
+        Caller::Human { .. } => {
+            if !is_role {
+                return Err(Code::UnknownRole);
+            }
+        }
+        Caller::Role { .. } => {
+            if !is_role && to != HUMAN && to != TESTER {
+                return Err(Code::UnknownRole);
+            }
+        }
+    }
+
+    let id = ids::uuid();
+    let b = biz.id.as_str();
+    core.store.write(|t| {
+        // References stay inside the business.
+        let mut reply_from = None;
+        if let Some(r) = &in_reply_to {
+            let f = msgs::message_facts(&t.tx, b, r)?.ok_or(Code::MessageNotFound)?;
+            reply_from = Some(f.from_role);
+        }
+        if let Some(c) = &corrects {
+            msgs::message_facts(&t.tx, b, c)?.ok_or(Code::MessageNotFound)?;
+        }
+        if let Some(d) = &decision {
+            if !msgs::decision_exists(&t.tx, b, d)? {
+                return Err(Code::DecisionNotFound);
+            }
+        }
+        let mut m = NewMessage {
+            id: &id,
+            business: b,
+            to_role: &to,
+            class: &class,
+            body: &body,
+            in_reply_to: in_reply_to.as_deref(),
+            corrects: corrects.as_deref(),
+            decision: decision.as_deref(),
+            ..Default::default()
+        };
+        let request = match caller {
+            Caller::Reader { .. } => return Err(Code::ReadOnly),
+            Caller::Tester { .. } => {
+                m.from_role = TESTER;
+                m.from_run = TESTER_RUN;
+                msgs::insert_message(t, &m)?;
+                None
+            }
+            Caller::Human { .. } => {
+                let input = evidence::insert_event(
+                    t,
+                    b,
+                    "human.input",
+                    Actor {
+                        role: Some(HUMAN),
+                        run: Some(HUMAN_RUN),
+                    },
+                    None,
+                    &json!({"verb": "message.send", "to": to, "message": id}),
+                )?;
+                m.from_role = HUMAN;
+                m.from_run = HUMAN_RUN;
+                m.request = Some(&input.id);
+                msgs::insert_message(t, &m)?;
+                Some(input.id.clone())
+            }
+            Caller::Role { role, run, .. } => {
+                if to == TESTER && reply_from.as_deref() != Some(TESTER) {
+                    return Err(Code::TesterReplyRequired);
+                }
+                if evidence::holder(&t.tx, b, role)?.as_deref() != Some(run.as_str()) {
+                    return Err(Code::NotHolder);
+                }
+                let within = biz
+                    .roles
+                    .get(role.as_str())
+                    .is_some_and(|r| r.within_role.iter().any(|a| a == "message.send"));
+                let mut allowed = json!({"action": "message.send", "target": to, "message": id});
+                if !within {
+                    // The shared authority-and-consumption helper: matching,
+                    // resolution and single use, in this same transaction.
+                    crate::store::decisions::consume_in_tx(
+                        t,
+                        &biz,
+                        role,
+                        run,
+                        "message.send",
+                        Some(&to),
+                        decision.as_deref(),
+                    )?;
+                    // A decision that supplies authority is part of the evidence;
+                    // a within-role citation is not.
+                    if let Some(d) = &decision {
+                        allowed["decision"] = json!(d);
+                    }
+                }
+                evidence::insert_event(
+                    t,
+                    b,
+                    "action.allowed",
+                    Actor {
+                        role: Some(role),
+                        run: Some(run),
+                    },
+                    Some(&to),
+                    &allowed,
+                )?;
+                m.from_role = role;
+                m.from_run = run;
+                msgs::insert_message(t, &m)?;
+                None
+            }
+        };
+        Ok(json!({"id": id, "request": request}))
+    })
+}
+
+/// The recipient address and delivery run a session receives and reads as;
+/// a role session must be the role's current holder.
+fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, String), Code> {
+    match caller {
+        Caller::Role {
+            business,
+            role,
+            run,
+        } => {
+            if evidence::holder(conn, business, role)?.as_deref() != Some(run.as_str()) {
+                return Err(Code::NotHolder);
+            }
+            Ok((role.clone(), run.clone()))
+        }
+        Caller::Human { .. } => Ok((HUMAN.into(), HUMAN_RUN.into())),
+        Caller::Tester { .. } => Ok((TESTER.into(), TESTER_RUN.into())),
+        Caller::Reader { .. } => Err(Code::ReadOnly),
+    }
+}
+
+/// `message.receive`: up to 100 undelivered messages to the caller's address,
+/// oldest first, each recorded as delivered to the caller's run.
+pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    args.finish()?;
+    let business = caller.business().to_string();
+    core.store.write(|t| {
+        let (to, run) = recipient(&t.tx, caller)?;
+        let batch = msgs::undelivered(&t.tx, &business, &to, RECEIVE_BATCH)?;
+        let mut out = Vec::with_capacity(batch.len());
+        for mut m in batch {
+            let id = m["id"].as_str().unwrap_or_default().to_string();
+            let at = msgs::insert_delivery(t, &id, &run)?;
+            m["delivered_at"] = json!(at);
+            out.push(m);
+        }
+        Ok(json!({"messages": out}))
+    })
+}
+
+/// `message.read {id}`: the recipient holder acknowledges its own delivery.
+pub fn read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let id = args.str("id", 64)?;
+    args.finish()?;
+    let business = caller.business().to_string();
+    core.store.write(|t| {
+        let (to, run) = recipient(&t.tx, caller)?;
+        let f = msgs::message_facts(&t.tx, &business, &id)?.ok_or(Code::MessageNotFound)?;
+        if f.to_role != to {
+            // Not addressed to this session: it has no such message.
+            return Err(Code::MessageNotFound);
+        }
+        match f.delivered_to.as_deref() {
+            None => return Err(Code::NotDelivered),
+            Some(r) if r != run => return Err(Code::NotHolder),
+            Some(_) => {}
+        }
+        // A second acknowledgement writes nothing and answers the first one.
+        if let Some(at) = f.read_at {
+            return Ok(json!({"id": id, "read_at": at, "already": true}));
+        }
+        let at = msgs::insert_read_receipt(t, &id, &run)?;
+        Ok(json!({"id": id, "read_at": at, "already": false}))
+    })
+}

@@ -1,0 +1,1259 @@
+//! Human, tester and known-token paths of the message verbs and the shared
+//! reads, in process: a real `Core` on a real store in a private data root,
+//! calling `verbs::dispatch` as the socket would after the proof gate.
+//! (Shim sessions can't reach a child broker's socket yet.)
+
+use mosaic_bus::config::BootConfig;
+use mosaic_bus::core::{Caller, Core};
+use mosaic_bus::error::Code;
+use mosaic_bus::host::records;
+use mosaic_bus::store::evidence::{self, Actor};
+use mosaic_bus::store::root::BusDir;
+use mosaic_bus::store::Store;
+use mosaic_bus::tokens::KnownTokens;
+use mosaic_bus::verbs::dispatch;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+fn biz(id: &str) -> Value {
+    json!({
+        "id": id, "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "pm"},
+        "roles": {
+            "pm": {"authority": {"withinRole": ["message.send"], "crossRole": []},
+                   "tracker": {"bot": "acme-pm-bot"}},
+            "cto": {"authority": {"withinRole": ["message.send"], "crossRole": []},
+                    "tracker": {"bot": "acme-cto-bot"}},
+            "dev": {"authority": {"withinRole": [], "crossRole": []}}
+        },
+        "vars": {"bus.tester": true}
+    })
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    bus: BusDir,
+    core: Core,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env::with_requirements(None)
+    }
+    fn with_requirements(req: Option<Value>) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let cfg = BootConfig::from_json(json!({
+            "dataRoot": dir.path().to_str().unwrap(),
+            "businesses": {"acme": biz("acme"), "beta": biz("beta")},
+            "readers": ["acme"],
+        }))
+        .unwrap();
+        let bus = BusDir::acquire(dir.path()).unwrap();
+        let store = Store::open(&bus.db_path()).unwrap();
+        let mut core = Core::new(store, Arc::new(cfg));
+        core.requirements = req;
+        Env {
+            _dir: dir,
+            bus,
+            core,
+        }
+    }
+    fn call(&mut self, c: &Caller, verb: &str, args: Value) -> Result<Value, Code> {
+        let args = match args {
+            Value::Object(m) => Some(m),
+            _ => None,
+        };
+        dispatch(&mut self.core, c, verb, args)
+    }
+    fn ok(&mut self, c: &Caller, verb: &str, args: Value) -> Value {
+        match self.call(c, verb, args.clone()) {
+            Ok(v) => v,
+            Err(e) => panic!("{verb} {args}: {e}"),
+        }
+    }
+    fn count(&self, sql: &str) -> i64 {
+        self.core
+            .store
+            .conn()
+            .query_row(sql, [], |r| r.get(0))
+            .unwrap()
+    }
+    fn counts(&self) -> Vec<i64> {
+        [
+            "events",
+            "decisions",
+            "decision_events",
+            "role_claims",
+            "messages",
+            "deliveries",
+            "read_receipts",
+            "task_snapshots",
+        ]
+        .iter()
+        .map(|t| self.count(&format!("SELECT count(*) FROM {t}")))
+        .collect()
+    }
+    /// A decision row as the decisions work would raise it.
+    fn raise(&mut self, business: &str, role: &str, routed: &str, class: &str) -> String {
+        let id = mosaic_bus::ids::uuid();
+        let i = id.clone();
+        let (b, r, rt, c) = (
+            business.to_string(),
+            role.to_string(),
+            routed.to_string(),
+            class.to_string(),
+        );
+        self.core
+            .store
+            .write(move |t| {
+                let at = t.now();
+                t.tx.execute(
+                    "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
+                       target, class, routed_to, question, options, recommendation,
+                       approval_choice, blocking, task_ref, at)
+                     VALUES (?1, ?2, ?3, 'run-x', 'prd.approve', NULL, ?4, ?5, 'Ship?',
+                       '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
+                       'yes', 'yes', 0, NULL, ?6)",
+                    rusqlite::params![i, b, r, c, rt, at],
+                )
+                .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
+                Ok(())
+            })
+            .unwrap();
+        id
+    }
+    fn event(&mut self, business: &str, kind: &str, body: Value) -> String {
+        let (b, k) = (business.to_string(), kind.to_string());
+        self.core
+            .store
+            .write(move |t| {
+                evidence::insert_event(
+                    t,
+                    &b,
+                    &k,
+                    Actor {
+                        role: Some("human"),
+                        run: Some("human-cli"),
+                    },
+                    None,
+                    &body,
+                )
+            })
+            .unwrap()
+            .id
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.bus.release();
+    }
+}
+
+fn human() -> Caller {
+    Caller::Human {
+        business: "acme".into(),
+    }
+}
+fn tester() -> Caller {
+    Caller::Tester {
+        business: "acme".into(),
+    }
+}
+fn reader() -> Caller {
+    Caller::Reader {
+        business: "acme".into(),
+    }
+}
+fn role(r: &str, run: &str) -> Caller {
+    Caller::Role {
+        business: "acme".into(),
+        role: r.into(),
+        run: run.into(),
+    }
+}
+
+#[test]
+fn human_instruction_carries_its_human_input_as_request() {
+    let mut e = Env::new();
+    let cto = role("cto", "run-c");
+    e.ok(&cto, "role.claim", Value::Null);
+    let sent = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "Ship it", "class": "REQUEST"}),
+    );
+    let id = sent["id"].as_str().unwrap().to_string();
+    let request = sent["request"].as_str().unwrap().to_string();
+    // The request is the human.input event, written first and naming the message.
+    let (kind, body): (String, String) = e
+        .core
+        .store
+        .conn()
+        .query_row(
+            "SELECT kind, body FROM events WHERE id = ?1",
+            [&request],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(kind, "human.input");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["message"], json!(id));
+    // A human send needs no authority and writes no action.allowed.
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE kind = 'action.allowed'"),
+        0
+    );
+    let got = e.ok(&cto, "message.receive", Value::Null);
+    let m = &got["messages"][0];
+    assert_eq!(m["id"], json!(id));
+    assert_eq!(m["request"], json!(request));
+    assert_eq!(m["from_role"], json!("human"));
+    assert_eq!(m["from_run"], json!("human-cli"));
+    assert_eq!(m["class"], json!("REQUEST"));
+}
+
+#[test]
+fn human_addresses_roles_only() {
+    let mut e = Env::new();
+    for to in ["tester", "human", "nobody", "_bus"] {
+        assert_eq!(
+            e.call(&human(), "message.send", json!({"to": to, "body": "x"})),
+            Err(Code::UnknownRole),
+            "{to}"
+        );
+    }
+    // A reference to another business's message is not found.
+    let other = Caller::Human {
+        business: "beta".into(),
+    };
+    let theirs = e.ok(&other, "message.send", json!({"to": "pm", "body": "beta"}));
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "pm", "body": "x", "in_reply_to": theirs["id"]})
+        ),
+        Err(Code::MessageNotFound)
+    );
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "pm", "body": "x", "corrects": theirs["id"]})
+        ),
+        Err(Code::MessageNotFound)
+    );
+    let d = e.raise("beta", "pm", "human", "gated");
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "pm", "body": "x", "decision": d})
+        ),
+        Err(Code::DecisionNotFound)
+    );
+    let mine = e.raise("acme", "pm", "human", "gated");
+    let s = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "pm", "body": "x", "decision": mine}),
+    );
+    let stored: Option<String> = e
+        .core
+        .store
+        .conn()
+        .query_row(
+            "SELECT decision FROM messages WHERE id = ?1",
+            [s["id"].as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored.as_deref(), Some(mine.as_str()));
+}
+
+#[test]
+fn human_receives_and_reads_messages_to_human() {
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    let s = e.ok(
+        &pm,
+        "message.send",
+        json!({"to": "human", "body": "Done", "class": "RESULT"}),
+    );
+    let id = s["id"].clone();
+    assert_eq!(s["request"], Value::Null);
+    // Reading before delivery: never delivered.
+    assert_eq!(
+        e.call(&human(), "message.read", json!({"id": id})),
+        Err(Code::NotDelivered)
+    );
+    let got = e.ok(&human(), "message.receive", Value::Null);
+    assert_eq!(got["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(got["messages"][0]["id"], id);
+    let run: String = e
+        .core
+        .store
+        .conn()
+        .query_row(
+            "SELECT run FROM deliveries WHERE message = ?1",
+            [id.as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(run, "human-cli");
+    assert_eq!(
+        e.ok(&human(), "message.receive", Value::Null)["messages"],
+        json!([])
+    );
+    let r = e.ok(&human(), "message.read", json!({"id": id}));
+    assert_eq!(r["already"], json!(false));
+    // A second acknowledgement writes nothing.
+    let before = e.counts();
+    assert_eq!(
+        e.ok(&human(), "message.read", json!({"id": id}))["already"],
+        json!(true)
+    );
+    assert_eq!(e.counts(), before);
+    // The tester can't read the human's message.
+    assert_eq!(
+        e.call(&tester(), "message.read", json!({"id": id})),
+        Err(Code::MessageNotFound)
+    );
+    // Unknown ids.
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.read",
+            json!({"id": "00000000-0000-4000-8000-000000000000"})
+        ),
+        Err(Code::MessageNotFound)
+    );
+}
+
+#[test]
+fn tester_rules() {
+    let mut e = Env::new();
+    let cto = role("cto", "run-c");
+    e.ok(&cto, "role.claim", Value::Null);
+    assert_eq!(
+        e.call(
+            &tester(),
+            "message.send",
+            json!({"to": "cto", "body": "hello"})
+        ),
+        Err(Code::TesterPrefix)
+    );
+    assert_eq!(
+        e.call(
+            &tester(),
+            "message.send",
+            json!({"to": "human", "body": "[mos test] hi"})
+        ),
+        Err(Code::UnknownRole)
+    );
+    assert_eq!(
+        e.call(
+            &tester(),
+            "message.send",
+            json!({"to": "tester", "body": "[mos test] hi"})
+        ),
+        Err(Code::UnknownRole)
+    );
+    let d = e.raise("acme", "cto", "human", "gated");
+    assert_eq!(
+        e.call(
+            &tester(),
+            "message.send",
+            json!({"to": "cto", "body": "[mos test] hi", "decision": d})
+        ),
+        Err(Code::InvalidRequest)
+    );
+    let events = e.count("SELECT count(*) FROM events");
+    let t = e.ok(
+        &tester(),
+        "message.send",
+        json!({"to": "cto", "body": "[mos test] ping"}),
+    );
+    assert_eq!(t["request"], Value::Null);
+    // No request and no event back a tester's message.
+    assert_eq!(e.count("SELECT count(*) FROM events"), events);
+    let (from_role, from_run, request): (String, String, Option<String>) = e
+        .core
+        .store
+        .conn()
+        .query_row(
+            "SELECT from_role, from_run, request FROM messages WHERE id = ?1",
+            [t["id"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (from_role.as_str(), from_run.as_str(), request),
+        ("tester", "tester-cli", None)
+    );
+    assert_eq!(
+        e.call(
+            &tester(),
+            "message.send",
+            json!({"to": "cto", "body": "[mos test] c", "corrects": t["id"]})
+        ),
+        Err(Code::InvalidRequest)
+    );
+
+    // A role answers at the tester address only in reply to a tester's message.
+    let h = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "from human"}),
+    );
+    assert_eq!(
+        e.call(
+            &cto,
+            "message.send",
+            json!({"to": "tester", "body": "pong"})
+        ),
+        Err(Code::TesterReplyRequired)
+    );
+    assert_eq!(
+        e.call(
+            &cto,
+            "message.send",
+            json!({"to": "tester", "body": "pong", "in_reply_to": h["id"]})
+        ),
+        Err(Code::TesterReplyRequired)
+    );
+    let reply = e.ok(
+        &cto,
+        "message.send",
+        json!({"to": "tester", "body": "pong", "in_reply_to": t["id"], "class": "RESULT"}),
+    );
+    // It reaches the tester, never the human's receive or feed.
+    assert_eq!(
+        e.ok(&human(), "message.receive", Value::Null)["messages"],
+        json!([])
+    );
+    assert_eq!(e.ok(&human(), "messages", json!({}))["total"], json!(0));
+    let got = e.ok(&tester(), "message.receive", Value::Null);
+    assert_eq!(got["messages"][0]["id"], reply["id"]);
+    e.ok(&tester(), "message.read", json!({"id": reply["id"]}));
+    // The tester's replies view shows it.
+    let r = e.ok(&tester(), "replies", json!({"id": t["id"]}));
+    assert_eq!(r[0]["id"], reply["id"]);
+
+    // Verbs outside the tester's set.
+    for verb in [
+        "state",
+        "requirements",
+        "role.claim",
+        "event.emit",
+        "credentials",
+        "launch.revoke",
+    ] {
+        assert_eq!(
+            e.call(&tester(), verb, Value::Null),
+            Err(Code::TesterRefused),
+            "{verb}"
+        );
+    }
+    for verb in ["inbox", "agents", "tasks", "messages"] {
+        e.ok(&tester(), verb, Value::Null);
+    }
+}
+
+#[test]
+fn requirements_are_for_role_sessions() {
+    let file = json!({"prd": "PRD 1.6", "version": "1.6", "requirements": [{"id": "REQ-MSG-1", "title": "Send"}]});
+    let mut e = Env::with_requirements(Some(file.clone()));
+    assert_eq!(
+        e.ok(&role("dev", "run-d"), "requirements", Value::Null),
+        file
+    );
+    assert_eq!(
+        e.call(&human(), "requirements", Value::Null),
+        Err(Code::AgentRequired)
+    );
+    assert_eq!(
+        e.call(&reader(), "requirements", Value::Null),
+        Err(Code::ReadOnly)
+    );
+    assert_eq!(
+        e.call(&role("dev", "run-d"), "requirements", json!({"x": 1})),
+        Err(Code::InvalidRequest)
+    );
+    let mut none = Env::new();
+    assert_eq!(
+        none.ok(&role("dev", "run-d"), "requirements", Value::Null),
+        json!({"prd": null, "version": null, "requirements": []})
+    );
+}
+
+#[test]
+fn agent_state_working_waiting_idle_and_stranded() {
+    let mut e = Env::new();
+    let (cto_a, pm) = (role("cto", "run-a"), role("pm", "run-p"));
+    e.ok(&pm, "role.claim", Value::Null);
+    e.ok(&cto_a, "role.claim", Value::Null);
+    let m1 = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "one"}),
+    );
+    let m2 = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "two"}),
+    );
+    let got = e.ok(&cto_a, "message.receive", Value::Null);
+    assert_eq!(got["messages"].as_array().unwrap().len(), 2);
+    let agents = e.ok(&human(), "agents", Value::Null);
+    let cto = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "cto")
+        .unwrap()
+        .clone();
+    assert_eq!(cto["state"], json!("working"));
+    assert_eq!(cto["working"]["messages"], json!(2));
+    assert_eq!(cto["working"]["since"], got["messages"][0]["delivered_at"]);
+    assert_eq!(cto["stranded"], json!([]));
+    e.ok(&cto_a, "message.read", json!({"id": m1["id"]}));
+    // The holder releases without reading m2: stranded once another run claims.
+    e.ok(&cto_a, "role.release", Value::Null);
+    let listed = e.ok(&human(), "agents", Value::Null);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["role"] != "cto"),
+        "released roles aren't listed"
+    );
+    let cto_b = role("cto", "run-b");
+    e.ok(&cto_b, "role.claim", Value::Null);
+    // Never redelivered, and neither run can acknowledge it.
+    assert_eq!(
+        e.ok(&cto_b, "message.receive", Value::Null)["messages"],
+        json!([])
+    );
+    assert_eq!(
+        e.call(&cto_b, "message.read", json!({"id": m2["id"]})),
+        Err(Code::NotHolder)
+    );
+    assert_eq!(
+        e.call(&cto_a, "message.read", json!({"id": m2["id"]})),
+        Err(Code::NotHolder)
+    );
+    let d = e.raise("acme", "cto", "human", "cross-role");
+    let g = e.raise("acme", "cto", "human", "gated");
+    let _not_cto = e.raise("acme", "pm", "human", "gated");
+    let agents = e.ok(&reader(), "agents", Value::Null);
+    let cto = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "cto")
+        .unwrap()
+        .clone();
+    assert_eq!(cto["run"], json!("run-b"));
+    assert_eq!(cto["op"], json!("claim"));
+    assert_eq!(cto["state"], json!("waiting"));
+    assert_eq!(cto["working"], Value::Null);
+    let needed: Vec<&Value> = cto["inputNeeded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["id"])
+        .collect();
+    assert_eq!(
+        needed,
+        vec![&json!(g), &json!(d)],
+        "gated first, then oldest"
+    );
+    assert_eq!(cto["inputNeeded"][0]["blocking"], json!(false));
+    assert_eq!(cto["stranded"].as_array().unwrap().len(), 1);
+    assert_eq!(cto["stranded"][0]["id"], m2["id"]);
+    assert_eq!(cto["stranded"][0]["from"], json!("human"));
+    assert_eq!(cto["stranded"][0]["run"], json!("run-a"));
+    let pm_row = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "pm")
+        .unwrap()
+        .clone();
+    assert_eq!(pm_row["state"], json!("waiting"));
+    // A role session gets claim rows only.
+    let own = e.ok(&pm, "agents", Value::Null);
+    assert!(
+        own[0].get("state").is_none() && own[0].get("stranded").is_none(),
+        "{own}"
+    );
+    assert_eq!(own.as_array().unwrap().len(), 2);
+    // Idle: nothing received unread, nothing routed to the human.
+    e.ok(&role("dev", "run-d"), "role.claim", Value::Null);
+    let listed = e.ok(&tester(), "agents", Value::Null);
+    let dev = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "dev")
+        .unwrap()
+        .clone();
+    assert_eq!(dev["state"], json!("idle"));
+    assert_eq!(
+        (
+            dev["working"].clone(),
+            dev["inputNeeded"].clone(),
+            dev["stranded"].clone()
+        ),
+        (Value::Null, json!([]), json!([]))
+    );
+}
+
+#[test]
+fn human_inbox_and_messages_feed() {
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            e.ok(
+                &pm,
+                "message.send",
+                json!({"to": "human", "body": format!("m{i}")}),
+            )["id"]
+                .clone(),
+        );
+    }
+    let d = e.raise("acme", "pm", "human", "gated");
+    let _to_role = e.raise("acme", "pm", "cto", "cross-role");
+    let inbox = e.ok(&human(), "inbox", Value::Null);
+    assert_eq!(inbox["decisions"].as_array().unwrap().len(), 1);
+    assert_eq!(inbox["decisions"][0]["id"], json!(d));
+    assert_eq!(
+        inbox["decisions"][0]["authorization"],
+        json!({"action": "prd.approve", "target": null, "approvalChoice": "yes"})
+    );
+    assert_eq!(inbox["decisions"][0]["options"][1]["key"], json!("no"));
+    assert_eq!(inbox["messages"].as_array().unwrap().len(), 5);
+    assert_eq!(inbox["messages"][0]["id"], ids[0]);
+
+    e.ok(&human(), "message.receive", Value::Null);
+    e.ok(&human(), "message.read", json!({"id": ids[1]}));
+    let page = e.ok(&reader(), "messages", json!({"limit": 2}));
+    assert_eq!(page["total"], json!(5));
+    assert_eq!(page["unread"], json!(4));
+    assert_eq!(page["messages"][0]["id"], ids[4], "newest first");
+    assert_eq!(page["messages"][1]["id"], ids[3]);
+    assert_eq!(page["next"], ids[3]);
+    let page2 = e.ok(
+        &human(),
+        "messages",
+        json!({"limit": 2, "after": page["next"]}),
+    );
+    assert_eq!(page2["messages"][0]["id"], ids[2]);
+    assert_eq!(page2["messages"][1]["id"], ids[1]);
+    assert_eq!(page2["messages"][1]["read"], json!(true));
+    assert_eq!(page2["messages"][0]["read"], json!(false));
+    let page3 = e.ok(
+        &human(),
+        "messages",
+        json!({"limit": 2, "after": page2["next"]}),
+    );
+    assert_eq!(page3["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(page3["next"], Value::Null);
+    let inbox = e.ok(&human(), "inbox", Value::Null);
+    assert_eq!(
+        inbox["messages"].as_array().unwrap().len(),
+        4,
+        "read messages leave the inbox"
+    );
+
+    // Cursors outside the human feed, malformed args, role sessions.
+    let to_role = e.ok(&human(), "message.send", json!({"to": "pm", "body": "x"}));
+    assert_eq!(
+        e.call(&human(), "messages", json!({"after": to_role["id"]})),
+        Err(Code::MessageNotFound)
+    );
+    assert_eq!(
+        e.call(&human(), "messages", json!({"after": "nope"})),
+        Err(Code::MessageNotFound)
+    );
+    for bad in [
+        json!({"limit": 0}),
+        json!({"limit": 201}),
+        json!({"limit": "5"}),
+        json!({"limit": 1.5}),
+        json!({"x": 1}),
+        json!({"after": 3}),
+    ] {
+        assert_eq!(
+            e.call(&human(), "messages", bad.clone()),
+            Err(Code::InvalidRequest),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        e.ok(&human(), "messages", json!({"limit": 200}))["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(
+        e.call(&pm, "messages", Value::Null),
+        Err(Code::HumanRequired)
+    );
+}
+
+#[test]
+fn replies_rules() {
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    let q = e.ok(&human(), "message.send", json!({"to": "pm", "body": "q"}));
+    let a1 = e.ok(
+        &pm,
+        "message.send",
+        json!({"to": "human", "body": "a1", "in_reply_to": q["id"]}),
+    );
+    let a2 = e.ok(
+        &pm,
+        "message.send",
+        json!({"to": "human", "body": "a2", "in_reply_to": q["id"], "class": "RESULT"}),
+    );
+    let r = e.ok(&human(), "replies", json!({"id": q["id"]}));
+    assert_eq!(
+        r.as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].clone())
+            .collect::<Vec<_>>(),
+        vec![a1["id"].clone(), a2["id"].clone()]
+    );
+    assert_eq!(r[1]["class"], json!("RESULT"));
+    assert_eq!(
+        e.ok(&reader(), "replies", json!({"id": a1["id"]})),
+        json!([])
+    );
+    assert_eq!(
+        e.call(&pm, "replies", json!({"id": q["id"]})),
+        Err(Code::HumanRequired)
+    );
+    assert_eq!(
+        e.call(&human(), "replies", json!({"id": "nope"})),
+        Err(Code::MessageNotFound)
+    );
+    let beta = Caller::Human {
+        business: "beta".into(),
+    };
+    assert_eq!(
+        e.call(&beta, "replies", json!({"id": q["id"]})),
+        Err(Code::MessageNotFound)
+    );
+    assert_eq!(
+        e.call(&human(), "replies", json!({})),
+        Err(Code::InvalidRequest)
+    );
+    assert_eq!(
+        e.call(&human(), "replies", json!({"id": q["id"], "x": 1})),
+        Err(Code::InvalidRequest)
+    );
+    // The read writes no deliveries: the replies still reach the human's receive.
+    assert_eq!(
+        e.ok(&human(), "message.receive", Value::Null)["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Trail of an unknown subject is empty, where replies refuses.
+    assert_eq!(
+        e.ok(&human(), "trail", json!({"subject": "nope"})),
+        json!([])
+    );
+}
+
+#[test]
+fn tasks_state_and_task_created_through_record_event() {
+    let mut e = Env::new();
+    let cap_caller = role("pm", "run-p");
+    e.ok(&cap_caller, "role.claim", Value::Null);
+    let rt = |e: &mut Env, r: &str, at: &str, f: Option<Value>| {
+        let f = f.map(|v| match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        });
+        records::record_task(&mut e.core, "acme", r, at, f)
+    };
+    let at = "2026-01-01T00:00:00.000Z";
+    rt(
+        &mut e,
+        "vikunja:3/41",
+        at,
+        Some(json!({"title": "Old", "done": false})),
+    )
+    .unwrap();
+    rt(
+        &mut e,
+        "vikunja:3/41",
+        at,
+        Some(json!({"title": "A", "done": false, "priority": 0,
+        "assignees": ["acme-pm-bot", "someone"], "labels": [7], "bucket": "Doing"})),
+    )
+    .unwrap();
+    rt(&mut e, "vikunja:3/42", at, Some(json!({"title": "B", "done": true, "priority": 3, "assignees": ["acme-cto-bot", "acme-pm-bot"]}))).unwrap();
+    rt(&mut e, "vikunja:3/43", at, None).unwrap();
+    rt(
+        &mut e,
+        "vikunja:5/44",
+        at,
+        Some(json!({"title": "Moved", "done": false})),
+    )
+    .unwrap();
+    assert_eq!(
+        rt(
+            &mut e,
+            "vikunja:3/45",
+            "2026-01-01T00:00:00Z",
+            Some(json!({}))
+        ),
+        Err(Code::InvalidRequest)
+    );
+    assert_eq!(
+        rt(&mut e, "vikunja:3", at, Some(json!({}))),
+        Err(Code::InvalidRequest)
+    );
+    assert_eq!(
+        rt(&mut e, "vikunja:3/45", at, Some(json!({"secret": 1}))),
+        Err(Code::InvalidRequest)
+    );
+    assert_eq!(
+        records::record_task(&mut e.core, "nope", "vikunja:3/45", at, None),
+        Err(Code::UnknownBusiness)
+    );
+
+    // task.created needs a same-business human input and a requirement id.
+    let input = e.event("acme", "human.input", json!({"verb": "task.create"}));
+    let beta_input = e.event("beta", "human.input", json!({"verb": "task.create"}));
+    let mut body = Map::new();
+    body.insert("task_ref".into(), json!("vikunja:4/44"));
+    body.insert("request".into(), json!(beta_input));
+    body.insert("requirement".into(), json!("REQ-MSG-2"));
+    assert_eq!(
+        records::record_event(
+            &mut e.core,
+            "no-such-cap",
+            "task.created",
+            body.clone(),
+            Some("vikunja:4/44")
+        ),
+        Err(Code::UnknownCapability)
+    );
+    let created = |e: &mut Env, body: Map<String, Value>, subject: &str| {
+        records::record_event_as(
+            &mut e.core,
+            "acme",
+            "pm",
+            "run-p",
+            "task.created",
+            body,
+            Some(subject),
+        )
+    };
+    assert_eq!(
+        created(&mut e, body.clone(), "vikunja:4/44"),
+        Err(Code::HumanInputRequired)
+    );
+    body.insert("request".into(), json!(input));
+    body.insert("requirement".into(), json!("REQ-msg-2"));
+    assert_eq!(
+        created(&mut e, body.clone(), "vikunja:4/44"),
+        Err(Code::InvalidRequest)
+    );
+    body.insert("requirement".into(), json!("REQ-MSG-2"));
+    assert_eq!(
+        created(&mut e, body.clone(), "vikunja:3/44"),
+        Err(Code::TaskSubject)
+    );
+    created(&mut e, body.clone(), "vikunja:4/44").unwrap();
+    // A later task.created for the same task id does not change the requirement.
+    body.insert("task_ref".into(), json!("vikunja:3/44"));
+    body.insert("requirement".into(), json!("REQ-MSG-9"));
+    created(&mut e, body, "vikunja:3/44").unwrap();
+    for kind in [
+        "human.input",
+        "launch.revoked",
+        "launch.restored",
+        "review.requested",
+        "review.verdict",
+    ] {
+        assert_eq!(
+            records::record_event_as(&mut e.core, "acme", "pm", "run-p", kind, Map::new(), None),
+            Err(Code::ReservedEvent),
+            "{kind}"
+        );
+    }
+    let mut push = Map::new();
+    push.insert("action".into(), json!("git.push.working"));
+    assert_eq!(
+        records::record_event_as(
+            &mut e.core,
+            "acme",
+            "pm",
+            "run-p",
+            "action.allowed",
+            push,
+            None
+        ),
+        Err(Code::ReservedEvent)
+    );
+
+    let before = e.counts();
+    let all = e.ok(&reader(), "tasks", Value::Null);
+    let refs: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_ref"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        refs,
+        vec![
+            "vikunja:3/41",
+            "vikunja:3/42",
+            "vikunja:3/43",
+            "vikunja:5/44"
+        ]
+    );
+    assert_eq!(all[0]["priority"], json!(0), "Vikunja's 0 stays 0");
+    assert_eq!(all[0]["fields"]["title"], json!("A"));
+    assert_eq!(all[1]["priority"], json!(3));
+    assert_eq!(all[2]["tombstone"], json!(true));
+    assert_eq!(all[2]["priority"], Value::Null);
+    assert_eq!(all[3]["priority"], Value::Null);
+    assert_eq!(
+        all[3]["requirement"],
+        json!("REQ-MSG-2"),
+        "moved task keeps its first requirement"
+    );
+    assert_eq!(all[0]["requirement"], Value::Null);
+    let one = e.ok(&cap_caller, "tasks", json!({"task_ref": "vikunja:3/43"}));
+    assert_eq!(one["tombstone"], json!(true));
+    assert_eq!(
+        e.call(&cap_caller, "tasks", json!({"task_ref": "vikunja:9/9"})),
+        Err(Code::TaskNotFound)
+    );
+    assert_eq!(
+        e.call(
+            &cap_caller,
+            "tasks",
+            json!({"task_ref": "vikunja:3/41", "done": true})
+        ),
+        Err(Code::InvalidRequest)
+    );
+
+    let short = e.ok(&human(), "tasks", json!({"limit": 2}));
+    assert_eq!(short["total"], json!(3), "tombstones are left out");
+    assert_eq!(short["next"], json!("vikunja:3/42"));
+    assert_eq!(
+        short["tasks"][0],
+        json!({"task_ref": "vikunja:3/41", "title": "A", "done": false, "bucket": "Doing",
+               "assignees": ["pm"], "labels": [7], "priority": 0, "requirement": null,
+               "changed_at": all[0]["at"]})
+    );
+    assert_eq!(short["tasks"][1]["assignees"], json!(["cto", "pm"]));
+    let rest = e.ok(
+        &human(),
+        "tasks",
+        json!({"limit": 2, "after": short["next"]}),
+    );
+    assert_eq!(rest["tasks"][0]["task_ref"], json!("vikunja:5/44"));
+    assert_eq!(rest["next"], Value::Null);
+    assert_eq!(
+        e.ok(&human(), "tasks", json!({"done": true}))["tasks"][0]["task_ref"],
+        json!("vikunja:3/42")
+    );
+    assert_eq!(
+        e.ok(&human(), "tasks", json!({"assignee": "cto"}))["total"],
+        json!(1)
+    );
+    assert_eq!(
+        e.ok(&human(), "tasks", json!({"label": 7}))["total"],
+        json!(1)
+    );
+    assert_eq!(
+        e.ok(&human(), "tasks", json!({"requirement": "REQ-MSG-2"}))["tasks"][0]["task_ref"],
+        json!("vikunja:5/44")
+    );
+    assert_eq!(
+        e.ok(&human(), "tasks", json!({"after": "vikunja:4"}))["total"],
+        json!(3),
+        "after needn't be on the board"
+    );
+    for bad in [
+        json!({"done": "yes"}),
+        json!({"assignee": "nobody"}),
+        json!({"requirement": "REQ-1"}),
+        json!({"limit": 0}),
+        json!({"limit": 201}),
+        json!({"label": true}),
+        json!({"colour": "red"}),
+    ] {
+        assert_eq!(
+            e.call(&human(), "tasks", bad.clone()),
+            Err(Code::InvalidRequest),
+            "{bad}"
+        );
+    }
+
+    let st = e.ok(&cap_caller, "state", Value::Null);
+    assert_eq!(
+        st["launch"],
+        json!({"state": "allowed", "at": null, "event": null})
+    );
+    assert_eq!(st["tasks"]["total"], json!(2));
+    assert_eq!(st["tasks"]["cap"], json!(50));
+    assert_eq!(
+        st["tasks"]["open"],
+        json!([{"task_ref": "vikunja:3/41", "title": "A"}, {"task_ref": "vikunja:5/44", "title": "Moved"}])
+    );
+    assert_eq!(e.counts(), before, "reads write nothing");
+    let rev = e.event("acme", "launch.revoked", json!({}));
+    assert_eq!(
+        e.ok(&human(), "state", Value::Null)["launch"]["state"],
+        json!("revoked")
+    );
+    assert_eq!(
+        e.ok(&reader(), "state", Value::Null)["launch"]["event"],
+        json!(rev)
+    );
+    let res = e.event("acme", "launch.restored", json!({}));
+    let st = e.ok(&human(), "state", Value::Null);
+    assert_eq!(st["launch"]["state"], json!("allowed"));
+    assert_eq!(st["launch"]["event"], json!(res));
+    assert!(st["launch"]["at"].is_string());
+}
+
+#[test]
+fn known_tokens_refuse_requests_evidence_and_replies() {
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    // Stored before the token was loaded (as if the token changed later).
+    let old = e.ok(
+        &pm,
+        "message.send",
+        json!({"to": "human", "body": "abcdEFGH12345678xyz"}),
+    );
+    e.core
+        .set_known_tokens(KnownTokens::new(vec!["abcdEFGH12345678".into()]));
+    let msgs = e.count("SELECT count(*) FROM messages");
+    assert_eq!(
+        e.call(
+            &pm,
+            "message.send",
+            json!({"to": "cto", "body": "token abcdEFGH12345678 here"})
+        ),
+        Err(Code::KnownToken)
+    );
+    assert_eq!(e.count("SELECT count(*) FROM messages"), msgs);
+    assert_eq!(
+        e.count(
+            "SELECT count(*) FROM events WHERE kind = 'action.refused' AND role = 'pm'
+             AND body = '{\"action\":\"message.send\",\"code\":\"known-token\"}'"
+        ),
+        1
+    );
+    // In a key, for the human too.
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "cto", "body": "x", "abcdEFGH12345678": 1})
+        ),
+        Err(Code::KnownToken)
+    );
+    // A reply that would carry a token refuses.
+    assert_eq!(
+        e.call(&human(), "messages", Value::Null),
+        Err(Code::KnownToken)
+    );
+    assert_eq!(
+        e.call(&reader(), "trail", json!({"subject": old["id"]})),
+        Err(Code::KnownToken)
+    );
+    // Evidence through the host op writer.
+    let mut body = Map::new();
+    body.insert("note".into(), json!("abcdEFGH12345678"));
+    assert_eq!(
+        records::record_event_as(
+            &mut e.core,
+            "acme",
+            "pm",
+            "run-p",
+            "tracker.note",
+            body,
+            None
+        ),
+        Err(Code::KnownToken)
+    );
+    assert_eq!(
+        records::record_task(
+            &mut e.core,
+            "acme",
+            "vikunja:1/2",
+            "2026-01-01T00:00:00.000Z",
+            Some(
+                json!({"title": "abcdEFGH12345678"})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            )
+        ),
+        Err(Code::KnownToken)
+    );
+    assert_eq!(e.count("SELECT count(*) FROM task_snapshots"), 0);
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE kind = 'action.refused'"),
+        6
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE body LIKE '%abcdEFGH12345678%'"),
+        0
+    );
+}
+
+#[test]
+fn known_token_refusal_without_evidence_is_storage_unavailable() {
+    let mut e = Env::new();
+    e.core
+        .set_known_tokens(KnownTokens::new(vec!["abcdEFGH12345678".into()]));
+    // Another connection holds the write lock past the store's busy timeout.
+    let other = rusqlite::Connection::open(e.bus.db_path()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "cto", "body": "abcdEFGH12345678"})
+        ),
+        Err(Code::StorageUnavailable)
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        e.call(
+            &human(),
+            "message.send",
+            json!({"to": "cto", "body": "abcdEFGH12345678"})
+        ),
+        Err(Code::KnownToken)
+    );
+}
+
+#[test]
+fn human_and_reader_reads_write_nothing() {
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    let m = e.ok(&human(), "message.send", json!({"to": "pm", "body": "q"}));
+    e.ok(
+        &pm,
+        "message.send",
+        json!({"to": "human", "body": "a", "in_reply_to": m["id"]}),
+    );
+    e.raise("acme", "pm", "human", "gated");
+    let before = e.counts();
+    for c in [human(), reader(), tester()] {
+        for (verb, args) in [
+            ("inbox", Value::Null),
+            ("agents", Value::Null),
+            ("tasks", Value::Null),
+            ("trail", json!({"subject": m["id"]})),
+            ("replies", json!({"id": m["id"]})),
+            ("messages", json!({"limit": 10})),
+        ] {
+            e.ok(&c, verb, args);
+        }
+    }
+    e.ok(&human(), "state", Value::Null);
+    e.ok(&pm, "inbox", Value::Null);
+    e.ok(&pm, "agents", Value::Null);
+    e.ok(&pm, "state", Value::Null);
+    assert_eq!(e.counts(), before);
+}
+
+#[test]
+fn within_role_decision_is_a_citation_cross_role_needs_authority() {
+    let mut e = Env::new();
+    let (pm, dev) = (role("pm", "run-p"), role("dev", "run-d"));
+    e.ok(&pm, "role.claim", Value::Null);
+    e.ok(&dev, "role.claim", Value::Null);
+    let d = e.raise("acme", "pm", "human", "gated");
+    // Cited repeatedly, never consumed, stored on the message, not in action.allowed.
+    for _ in 0..2 {
+        let s = e.ok(
+            &pm,
+            "message.send",
+            json!({"to": "cto", "body": "per decision", "decision": d}),
+        );
+        let stored: Option<String> = e
+            .core
+            .store
+            .conn()
+            .query_row(
+                "SELECT decision FROM messages WHERE id = ?1",
+                [s["id"].as_str().unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(d.as_str()));
+    }
+    let bodies: Vec<String> = {
+        let conn = e.core.store.conn();
+        let mut st = conn
+            .prepare("SELECT body FROM events WHERE kind = 'action.allowed' ORDER BY seq")
+            .unwrap();
+        let rows = st.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies.iter().all(|b| !b.contains(&d)), "{bodies:?}");
+    assert_eq!(e.count("SELECT count(*) FROM decision_events"), 0);
+    // A decision of another business is not found; a send outside the role needs authority.
+    let other = e.raise("beta", "pm", "human", "gated");
+    assert_eq!(
+        e.call(
+            &pm,
+            "message.send",
+            json!({"to": "cto", "body": "x", "decision": other})
+        ),
+        Err(Code::DecisionNotFound)
+    );
+    assert_eq!(
+        e.call(
+            &dev,
+            "message.send",
+            json!({"to": "cto", "body": "x", "decision": d})
+        ),
+        Err(Code::DecisionMismatch)
+    );
+    // Without a decision, a send outside the role needs one.
+    assert_eq!(
+        e.call(&dev, "message.send", json!({"to": "cto", "body": "x"})),
+        Err(Code::DecisionRequired)
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE role = 'dev' AND kind = 'action.allowed'"),
+        0
+    );
+}
