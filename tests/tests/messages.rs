@@ -246,7 +246,7 @@ fn send_refusals_write_nothing() {
     // A role without message.send in its withinRole needs an authorizing decision.
     assert_eq!(
         e.refused(&e.dev, "message.send", json!({"to": "pm", "body": "x"})),
-        "not-authorized"
+        "decision-required"
     );
     assert_eq!(
         e.refused(
