@@ -11,6 +11,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod error;
+pub mod hardening;
 pub mod host;
 pub mod ids;
 pub mod policy;

@@ -28,7 +28,10 @@ fn every_module_says_what_it_is() {
         }
     }
     let mut files = Vec::new();
-    walk(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     let lacking: Vec<String> = files
         .iter()
         .filter(|p| {
