@@ -87,22 +87,45 @@ pub fn apply() -> Report {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [CapData {
+    let mut held = [CapData {
         effective: 0,
         permitted: 0,
         inheritable: 0,
     }; 2];
-    // SAFETY: capset with a valid header and a two-element data array, as
-    // _LINUX_CAPABILITY_VERSION_3 requires.
-    if unsafe {
+    // SAFETY: capget with a valid header and a two-element data array.
+    let got = unsafe {
         libc::syscall(
-            libc::SYS_capset,
+            libc::SYS_capget,
             &mut header as *mut CapHeader,
-            data.as_ptr(),
+            held.as_mut_ptr(),
         )
-    } != 0
-    {
-        report.failed.push(("capset", errno()));
+    } == 0;
+    let none_held = got
+        && held
+            .iter()
+            .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0);
+    // Under systemd with CapabilityBoundingSet= the sets are already empty
+    // (and its seccomp filter may refuse capset): nothing to do then.
+    if !none_held {
+        let empty = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        header.version = LINUX_CAPABILITY_VERSION_3;
+        header.pid = 0;
+        // SAFETY: capset with a valid header and a two-element data array, as
+        // _LINUX_CAPABILITY_VERSION_3 requires.
+        if unsafe {
+            libc::syscall(
+                libc::SYS_capset,
+                &mut header as *mut CapHeader,
+                empty.as_ptr(),
+            )
+        } != 0
+        {
+            report.failed.push(("capset", errno()));
+        }
     }
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
