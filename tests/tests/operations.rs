@@ -428,3 +428,18 @@ fn logs_are_single_plain_lines_and_never_carry_secrets() {
         );
     }
 }
+
+#[test]
+fn the_runbook_covers_every_code() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )
+    .expect("docs/operations.md");
+    for code in mosaic_bus::Code::ALL {
+        assert!(
+            doc.contains(&format!("| `{}` |", code.as_str())),
+            "docs/operations.md has no row for `{}`",
+            code.as_str()
+        );
+    }
+}
