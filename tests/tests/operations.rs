@@ -443,3 +443,68 @@ fn the_runbook_covers_every_code() {
         );
     }
 }
+
+/// What `sqlite3 bus.sqlite ".backup DEST"` does: SQLite's online backup API.
+fn online_backup(src: &Path, dst: &Path) {
+    use rusqlite::ffi;
+    let src = rusqlite::Connection::open(src).expect("open live store");
+    let dst = rusqlite::Connection::open(dst).expect("open backup");
+    // SAFETY: both handles are open connections that outlive the backup
+    // object, which is finished before they drop.
+    unsafe {
+        let bk = ffi::sqlite3_backup_init(
+            dst.handle(),
+            c"main".as_ptr(),
+            src.handle(),
+            c"main".as_ptr(),
+        );
+        assert!(!bk.is_null(), "backup_init");
+        assert_eq!(ffi::sqlite3_backup_step(bk, -1), ffi::SQLITE_DONE);
+        assert_eq!(ffi::sqlite3_backup_finish(bk), ffi::SQLITE_OK);
+    }
+}
+
+#[test]
+fn a_live_backup_boots_in_a_new_root_with_the_evidence() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut run = sleeper();
+    let cap = b.bind("pm", "run-bk", run.id());
+    assert_eq!(b.call(&cap, "role.claim", Value::Null)["ok"], json!(true));
+    let emit =
+        json!({"kind": "action.allowed", "body": {"action": "routine"}, "subject": "vikunja:1/2"});
+    assert_eq!(b.call(&cap, "event.emit", emit.clone())["ok"], json!(true));
+
+    // Back up while the broker serves; it keeps serving.
+    let restored = data_root();
+    let bus = restored.path().join("bus");
+    std::fs::create_dir(&bus).unwrap();
+    std::fs::set_permissions(&bus, PermissionsExt::from_mode(0o700)).unwrap();
+    let copy = bus.join("bus.sqlite");
+    online_backup(&root.path().join("bus/bus.sqlite"), &copy);
+    std::fs::set_permissions(&copy, PermissionsExt::from_mode(0o600)).unwrap();
+    assert_eq!(b.call(&cap, "event.emit", emit)["ok"], json!(true));
+
+    // A broker on the restored copy passes every open check and has the
+    // claim and the event written before the backup.
+    let mut b2 = Broker::start(restored.path());
+    let cap2 = b2.bind("pm", "run-bk", run.id());
+    assert_eq!(
+        b2.call(&cap2, "role.claim", Value::Null),
+        json!({"ok": false, "error": "role-held"})
+    );
+    let trail = b2.call(&cap2, "trail", json!({"subject": "vikunja:1/2"}));
+    let records = trail["result"].as_array().expect("trail");
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r["kind"] == "action.allowed")
+            .count(),
+        1,
+        "exactly the event before the backup: {trail}"
+    );
+    b2.close();
+    b.close();
+    let _ = run.kill();
+    let _ = run.wait();
+}
