@@ -25,13 +25,15 @@ Usage:
   mosaic-bus --help | --version
 
   --host-fd N       serve the host protocol on inherited socket fd N
-  --control PATH    listen for one host connection at a time on PATH (0600)
+  --control PATH    listen for one host connection at a time on PATH (0600);
+                    reports to systemd via $NOTIFY_SOCKET (READY=1, STATUS=)
   --demo [DIR]      boot the shipped example business on DIR (default ./mosaic-data)
                     and serve until Ctrl-C
   --log-level LEVEL error, warn, info (default), debug or trace
 
 Exit status: 0 after close, SIGTERM or SIGINT; 2 on a refused start, a
-host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr).
+host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr),
+or on a second signal while closing (the lock stays: see docs/operations.md).
 ";
 
 /// The control socket, removed on every orderly exit (close op or signal).
