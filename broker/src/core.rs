@@ -56,6 +56,8 @@ pub struct Core {
     runs: HashMap<(String, String), Bound>,
     /// Reader capabilities issued at boot, `(business, cap)`.
     pub readers: Vec<(String, String)>,
+    /// Service credentials loaded at start (tokens in memory only).
+    pub credentials: crate::credentials::Credentials,
     /// The requirements file, when one is configured.
     pub requirements: Option<Value>,
     /// Called with the (pid, start time) of every bound run after each change.
@@ -71,6 +73,7 @@ impl Core {
             runs: HashMap::new(),
             readers: Vec::new(),
             requirements: None,
+            credentials: Default::default(),
             on_launches: None,
         };
         let readers = core.config.readers.clone();

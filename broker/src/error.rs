@@ -146,11 +146,71 @@ codes! {
     /// The verb is not open to tester sessions.
     TesterRefused => "tester-refused",
 
+    // --- credentials (issue 6) --------------------------------------------
+    /// A credential file reference is relative or lies inside the data root or a repository.
+    CredentialPath => "credential-path",
+    /// A credential file is a symlink, not a regular file, not ours, or not exactly 0600.
+    CredentialUnsafe => "credential-unsafe",
+    /// A credential file is larger than 16 KiB.
+    CredentialSize => "credential-size",
+    /// A token is not 16 or more of `[A-Za-z0-9._~-]` with at most one final newline.
+    CredentialFormat => "credential-format",
+    /// A credential's date is missing, not strict `YYYY-MM-DD`, or of the wrong kind for its service.
+    CredentialDate => "credential-date",
+    /// A referenced credential file or environment variable does not exist.
+    CredentialMissing => "credential-missing",
+    /// A Vikunja credential is used on or after its expiry date (UTC).
+    CredentialExpired => "credential-expired",
+    /// A trusted service callback failed.
+    ServiceFailed => "service-failed",
+
     // --- client library -----------------------------------------------------
     /// The connection failed or timed out after the request may have been sent.
     OutcomeUnknown => "outcome-unknown",
     /// The reply exceeded the client's 4 MiB cap.
     ResponseTooLarge => "response-too-large",
+
+    // --- decisions and authority (issue 5) ---------------------------------
+    /// The action is not in the broker's vocabulary (neither routed nor a hard wait).
+    UnknownAction => "unknown-action",
+    /// `decision.raise`: `options` is not 2..9 valid options with unique keys.
+    InvalidOptions => "invalid-options",
+    /// `decision.raise`: `recommendation` is not exactly one option key.
+    InvalidRecommendation => "invalid-recommendation",
+    /// `decision.raise`: `approvalChoice` (or the default `yes`) is not an option key.
+    InvalidApprovalChoice => "invalid-approval-choice",
+    /// A blocking decision needs a `task_ref`.
+    TaskRequired => "task-required",
+    /// `supersedes` does not name an open decision raised by the same role instance.
+    SupersedeRefused => "supersede-refused",
+    /// A within-role raise closes at once and must carry `choice`.
+    ChoiceRequired => "choice-required",
+    /// `choice` is not an option key, or a raise that does not close at once carries one.
+    InvalidChoice => "invalid-choice",
+    /// `project` is not one of the business's projects.
+    UnknownProject => "unknown-project",
+    /// No decision with that id in the caller's business.
+    DecisionNotFound => "decision-not-found",
+    /// The decision is already resolved or withdrawn.
+    DecisionClosed => "decision-closed",
+    /// The caller is not the decision's routed resolver.
+    NotResolver => "not-resolver",
+    /// Only the raising role instance (or the human) may withdraw.
+    NotRaiser => "not-raiser",
+    /// The action is not within-role for the caller, so it needs a decision.
+    DecisionRequired => "decision-required",
+    /// The decision is for another role instance, action, target, class or holder.
+    DecisionMismatch => "decision-mismatch",
+    /// The decision is not resolved with its approval choice.
+    DecisionNotApproved => "decision-not-approved",
+    /// The decision's approval was already used.
+    DecisionConsumed => "decision-consumed",
+    /// The human revoked launches for the business (`launch.revoke`).
+    LaunchRevoked => "launch-revoked",
+    /// No run holds the target role.
+    NotHeld => "not-held",
+    /// The raiser's messaging lists would refuse the decision's close message.
+    DecisionRouteRefused => "decision-route-refused",
 }
 
 impl fmt::Display for Code {

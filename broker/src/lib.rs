@@ -10,6 +10,7 @@
 pub mod client;
 pub mod config;
 pub mod core;
+pub mod credentials;
 pub mod error;
 pub mod hardening;
 pub mod host;

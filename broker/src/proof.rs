@@ -8,6 +8,9 @@ use crate::core::Caller;
 use crate::error::Code;
 use crate::server::envelope::{Proof, ShimKind};
 use mosaic_proofd::procfs::PidFd;
+use mosaic_proofd::proof::client::{ProofdClient, ProofdError};
+use mosaic_proofd::proof::Kind;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The helper's side of a check, as the gate needs it.
@@ -101,7 +104,97 @@ impl ProofGate {
     }
 }
 
+/// `mosaic-proofd` as the gate's verifier. A helper that died or misbehaved
+/// is replaced at once: the request that found it broken refuses
+/// `proof-unavailable`, the next one meets a fresh helper.
+pub struct Proofd {
+    exe: PathBuf,
+    client: Option<ProofdClient>,
+    launches: Vec<(i32, u64)>,
+}
+
+impl Proofd {
+    /// Starts the helper at `exe`.
+    pub fn spawn(exe: PathBuf) -> Option<Proofd> {
+        let mut p = Proofd {
+            exe,
+            client: None,
+            launches: Vec::new(),
+        };
+        p.restart();
+        p.client.is_some().then_some(p)
+    }
+
+    fn restart(&mut self) {
+        self.client = None;
+        match ProofdClient::spawn(&self.exe) {
+            Ok(mut c) => {
+                if c.set_launches(&self.launches).is_ok() {
+                    tracing::info!(pid = c.pid(), "proof helper started");
+                    self.client = Some(c);
+                } else {
+                    tracing::warn!(
+                        code = "proof-unavailable",
+                        "proof helper refused its registry"
+                    );
+                }
+            }
+            Err(_) => tracing::warn!(code = "proof-unavailable", "cannot start the proof helper"),
+        }
+    }
+
+    /// The helper's pid, when one runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.client.as_ref().map(|c| c.pid())
+    }
+}
+
+impl Verifier for Proofd {
+    fn verify(&mut self, kind: ShimKind, proof: &Proof, exe: &Path, uid: u32) -> Result<(), Code> {
+        let alive = self.client.as_mut().is_some_and(|c| c.is_alive());
+        if !alive {
+            self.restart();
+        }
+        let Some(client) = self.client.as_mut() else {
+            return Err(Code::ProofUnavailable);
+        };
+        let kind = match kind {
+            ShimKind::Human => Kind::Human,
+            ShimKind::Tester => Kind::Tester,
+        };
+        match client.verify(kind, proof.pid, proof.start_time, &proof.nonce, exe, uid) {
+            Ok(()) => Ok(()),
+            Err(ProofdError::Refused(c)) => {
+                Err(Code::parse(c.as_str()).unwrap_or(Code::ProofUnreadable))
+            }
+            Err(ProofdError::Unavailable) => {
+                tracing::warn!(
+                    code = "proof-unavailable",
+                    "proof helper lost; restarting it"
+                );
+                self.restart();
+                Err(Code::ProofUnavailable)
+            }
+        }
+    }
+
+    fn set_launches(&mut self, launches: &[(i32, u64)]) {
+        self.launches = launches.to_vec();
+        let ok = self
+            .client
+            .as_mut()
+            .is_some_and(|c| c.set_launches(launches).is_ok());
+        if !ok {
+            self.restart();
+        }
+    }
+}
+
 /// The proof helper beside the running `mosaic-bus`, when it can be started.
 pub fn spawn_default() -> Option<Box<dyn Verifier>> {
-    None
+    let exe = std::env::current_exe()
+        .ok()?
+        .parent()?
+        .join("mosaic-proofd");
+    Proofd::spawn(exe).map(|p| Box::new(p) as Box<dyn Verifier>)
 }

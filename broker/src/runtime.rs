@@ -33,7 +33,7 @@ pub struct Runtime {
 /// Starts a broker: data root, lock, store, launches, readers, socket.
 /// A refusal leaves no lock behind (nothing was served).
 pub fn start_broker(config: BootConfig) -> Result<Runtime, Code> {
-    start_with(config, None)
+    start_with(config, crate::proof::spawn_default())
 }
 
 /// [`start_broker`] with a proof helper for human and tester sessions.
@@ -79,11 +79,13 @@ fn start_locked(
         Some(p) => Some(crate::config::load_requirements(p)?),
         None => None,
     };
+    let credentials = crate::credentials::Credentials::load(&config)?;
     let store = Store::open(&bus.db_path())?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
     core.requirements = requirements;
+    core.credentials = credentials;
     let mut launches = Vec::new();
     for record in config.launches.clone() {
         launches.push(core.bind_launch(record)?);
@@ -185,6 +187,49 @@ impl Runtime {
         let (b, r, why) = (business.to_string(), run.to_string(), reason.to_string());
         self.writer
             .run_blocking(move |c| c.end_launch(&b, &r, &why, exit_code))?
+    }
+
+    /// The trusted `authorize(cap, action, {target, decision, verdict})`:
+    /// `{allowed: true, event}` or a refusal code. A decision is checked and
+    /// consumed in the same transaction as the `action.allowed` event.
+    pub fn authorize(
+        &self,
+        cap: &str,
+        action: &str,
+        target: Option<&str>,
+        decision: Option<&str>,
+        verdict: Option<&str>,
+    ) -> Result<Value, Code> {
+        let (cap, action) = (cap.to_string(), action.to_string());
+        let (target, decision) = (target.map(str::to_string), decision.map(str::to_string));
+        let verdict = verdict.map(str::to_string);
+        self.writer.run_blocking(move |c| {
+            crate::verbs::launch::authorize(
+                c,
+                &cap,
+                &action,
+                target.as_deref(),
+                decision.as_deref(),
+                verdict.as_deref(),
+            )
+        })?
+    }
+
+    /// `authorizeLaunch`: `authorize(cap, 'role.launch', {target: instance})`,
+    /// a refusal also recorded as `action.refused`.
+    pub fn authorize_launch(&self, cap: &str, instance: &str) -> Result<Value, Code> {
+        let (cap, instance) = (cap.to_string(), instance.to_string());
+        self.writer
+            .run_blocking(move |c| crate::verbs::launch::authorize_launch(c, &cap, &instance))?
+    }
+
+    /// `refuse`: records a refusal the host decided itself as `action.refused`.
+    pub fn refuse(&self, cap: &str, code: &str, subject: Option<&str>) -> Result<Value, Code> {
+        let (cap, code) = (cap.to_string(), code.to_string());
+        let subject = subject.map(str::to_string);
+        self.writer.run_blocking(move |c| {
+            crate::verbs::launch::refuse(c, &cap, &code, subject.as_deref())
+        })?
     }
 
     /// Closes in order: stop accepting, let in-flight requests finish (up to

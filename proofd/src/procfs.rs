@@ -462,8 +462,14 @@ mod tests {
         assert_eq!(pid, std::process::id() as i32);
         assert_eq!(uid, unsafe { libc::getuid() });
         assert_eq!(gid, unsafe { libc::getgid() });
-        if let Some(fd) = PidFd::from_peer(&a).unwrap() {
-            assert!(fd.is_alive());
+        let pin = PidFd::from_peer(&a).unwrap();
+        // SO_PEERPIDFD exists since Linux 6.5: on such kernels it must work.
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release.split(|c: char| !c.is_ascii_digit());
+        let major: u32 = v.next().unwrap().parse().unwrap();
+        let minor: u32 = v.next().unwrap().parse().unwrap();
+        if (major, minor) >= (6, 5) {
+            assert!(pin.as_ref().is_some_and(PidFd::is_alive));
         }
     }
 }

@@ -719,9 +719,11 @@ fn framing_fails_closed_and_daemon_keeps_serving() {
     c.write_all(good).unwrap();
     c.write_all(b"\n").unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    c.write_all(good).unwrap();
-    c.write_all(b"\n").unwrap();
-    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut second = good.to_vec();
+    second.push(b'\n');
+    c.write_all(&second).unwrap();
+    // The daemon may already have refused and closed its side.
+    let _ = c.shutdown(std::net::Shutdown::Write);
     assert_eq!(code(&parse_reply(&read_reply(c))), "multiple-frames");
     serving(0);
 
@@ -775,11 +777,16 @@ fn framing_fails_closed_and_daemon_keeps_serving() {
 fn connection_limit_refuses_with_busy() {
     let dir = TempDir::new();
     let d = Daemon::start(&dir);
+    // Let the start-up probe's (and this request's) handler threads finish
+    // so that exactly the 64 idle connections below are in flight.
+    ok(&req(&d.sock, &register(0)));
+    std::thread::sleep(Duration::from_millis(300));
     let idle: Vec<UnixStream> = (0..64).map(|_| connect(&d.sock)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();
     let c = connect(&d.sock);
-    assert_eq!(code(&parse_reply(&read_reply(c))), "busy");
+    let got = code(&parse_reply(&read_reply(c)));
+    assert_eq!(got, "busy", "after {:?}", t0.elapsed());
     assert!(
         t0.elapsed() < Duration::from_millis(800),
         "busy must not wait"
@@ -787,7 +794,8 @@ fn connection_limit_refuses_with_busy() {
     drop(idle);
     // Dropped idle connections end at EOF; then the daemon serves again.
     std::thread::sleep(Duration::from_millis(300));
-    ok(&req(&d.sock, &register(0)));
+    assert_eq!(code(&req(&d.sock, &register(0))), "already-registered");
+    ok(&req(&d.sock, &register(1)));
 }
 
 #[test]
@@ -1116,4 +1124,25 @@ fn failed_state_write_changes_nothing() {
         a.req(consume(&sid, 0, &t)),
         json!({"ok":true,"binding":binding(1),"runtime_generation":0})
     );
+}
+
+/// docs/leased.md lists every refusal and startup code, as a table row.
+#[test]
+fn docs_list_every_code() {
+    use mosaic_proofd::leased::code::{Code, StartupError};
+    let doc = include_str!("../../docs/leased.md");
+    for c in Code::ALL {
+        assert!(doc.contains(&format!("| `{}` |", c.as_str())), "{c:?}");
+    }
+    for c in StartupError::ALL {
+        assert!(doc.contains(&format!("| `{}` |", c.as_str())), "{c:?}");
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in Code::ALL {
+        assert!(seen.insert(c.as_str()), "duplicate {c:?}");
+        assert!(c
+            .as_str()
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b == b'-'));
+    }
 }

@@ -109,6 +109,18 @@ fn start_tree(
     target_env: &[(&str, &str)],
     detach: bool,
 ) -> Tree {
+    start_tree_caps(dir, target, parent_env, target_env, detach, false)
+}
+
+/// `start_tree`, optionally keeping the runner's capability bounding set.
+fn start_tree_caps(
+    dir: &TempDir,
+    target: &Path,
+    parent_env: &[(&str, &str)],
+    target_env: &[(&str, &str)],
+    detach: bool,
+    keep_caps: bool,
+) -> Tree {
     let tag = nonce();
     let pid_file = dir.0.join(format!("{tag}.pids"));
     let assign = |env: &[(&str, &str)]| {
@@ -141,9 +153,11 @@ fn start_tree(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: only prctl between fork and exec.
-    unsafe {
-        cmd.pre_exec(drop_bounding_set);
+    if !keep_caps {
+        // SAFETY: only prctl between fork and exec.
+        unsafe {
+            cmd.pre_exec(drop_bounding_set);
+        }
     }
     let mut child = cmd.spawn().expect("spawn the process tree");
     if detach {
@@ -586,4 +600,25 @@ fn a_dead_helper_is_unavailable() {
     let mut c = client();
     assert_detached_root_is_clean();
     assert_eq!(verify(&mut c, Kind::Human, &tree, &n, &exe), Ok(()));
+}
+
+#[test]
+fn a_shim_holding_capabilities_is_unreadable_to_the_capless_helper() {
+    assert_detached_root_is_clean();
+    let dir = TempDir::new("caps");
+    let exe = dir.shim_copy("a");
+    let n = nonce();
+    let tree = start_tree_caps(&dir, &exe, &[], &[(HUMAN_NONCE_VAR, &n)], true, true);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", tree.target)).unwrap();
+    let prm = status.lines().find(|l| l.starts_with("CapPrm:")).unwrap();
+    let has_caps = prm.split_whitespace().nth(1) != Some("0000000000000000");
+    let mut c = client();
+    let expected = if has_caps {
+        // E.g. the tests run as root: the stand-in keeps root's capabilities.
+        refused(ProofCode::Unreadable)
+    } else {
+        // An ordinary user's process: nothing to hide from a same-UID reader.
+        Ok(())
+    };
+    assert_eq!(verify(&mut c, Kind::Human, &tree, &n, &exe), expected);
 }

@@ -6,7 +6,7 @@
 mod business;
 mod launch;
 
-pub use business::{Business, Role};
+pub use business::{Business, Credential, Role};
 pub use launch::LaunchRecord;
 
 use crate::error::Code;

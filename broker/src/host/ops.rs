@@ -8,13 +8,9 @@ use serde_json::{json, Map, Value};
 
 /// Ops the spec names that later issues will serve.
 const PLANNED: &[&str] = &[
-    "authorizeLaunch",
-    "refuse",
-    "credentialStatus",
     "checkPush",
     "recordPush",
     "reviewFetch",
-    "authorize",
     "recordEvent",
     "recordTask",
 ];
@@ -60,6 +56,10 @@ pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
             rt.identity(&cap).map(|r| json!({"ok": true, "result": r}))
         }),
         "endLaunch" => end_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "authorize" => authorize(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "authorizeLaunch" => authorize_launch(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "refuse" => refuse(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "credentialStatus" => credential_status(rt, m).map(|r| json!({"ok": true, "result": r})),
         "close" => Err(Code::InvalidRequest),
         other if PLANNED.contains(&other) => Err(Code::NotImplemented),
         _ => Err(Code::UnknownOp),
@@ -96,4 +96,72 @@ fn end_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
         return Err(Code::InvalidRequest);
     }
     rt.end_launch(&business, &run, &reason, exit_code)
+}
+
+/// An optional string of 1..=256 bytes (null counts as absent).
+fn take_opt_str(m: &mut Map<String, Value>, key: &str) -> Result<Option<String>, Code> {
+    match m.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Ok(Some(s)),
+        Some(_) => Err(Code::InvalidRequest),
+    }
+}
+
+fn authorize(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let action = take_str(&mut m, "action")?;
+    let target = take_opt_str(&mut m, "target")?;
+    let decision = take_opt_str(&mut m, "decision")?;
+    let verdict = take_opt_str(&mut m, "verdict")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.authorize(
+        &cap,
+        &action,
+        target.as_deref(),
+        decision.as_deref(),
+        verdict.as_deref(),
+    )
+}
+
+fn authorize_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let instance = take_str(&mut m, "instance")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.authorize_launch(&cap, &instance)
+}
+
+fn refuse(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let code = take_str(&mut m, "code")?;
+    let subject = take_opt_str(&mut m, "subject")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.refuse(&cap, &code, subject.as_deref())
+}
+
+fn credential_status(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let business = take_str(&mut m, "business")?;
+    let role = take_str(&mut m, "role")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer().run_blocking(move |core| {
+        let b = core
+            .config
+            .businesses
+            .get(&business)
+            .ok_or(Code::UnknownBusiness)?;
+        if !b.roles.contains_key(&role) {
+            return Err(Code::UnknownRole);
+        }
+        let now = crate::store::clock::now_ms();
+        Ok(Value::Array(
+            core.credentials.status_rows(&business, &role, now),
+        ))
+    })?
 }

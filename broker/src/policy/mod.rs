@@ -1,3 +1,5 @@
 //! Policy: pure functions over plain data (no socket, no database).
 
 pub mod actions;
+pub mod authority;
+pub mod routing;

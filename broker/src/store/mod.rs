@@ -5,6 +5,7 @@
 //! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
 
 pub mod clock;
+pub mod decisions;
 pub mod evidence;
 pub mod root;
 pub mod schema;
@@ -12,7 +13,7 @@ pub mod schema;
 use crate::error::Code;
 pub use clock::Clock;
 use root::check_private;
-use rusqlite::{Connection, OpenFlags, Transaction};
+use rusqlite::{Connection, OpenFlags};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -20,11 +21,14 @@ use std::path::Path;
 pub struct Store {
     conn: Connection,
     pub clock: Clock,
+    /// Batch transactions committed since open.
+    pub batches_committed: u64,
 }
 
-/// A write transaction with the broker's clock beside it.
+/// One verb's writes: a savepoint (inside the writer's batch transaction,
+/// or a transaction of its own outside one) with the broker's clock beside it.
 pub struct Tx<'a> {
-    pub tx: Transaction<'a>,
+    pub tx: rusqlite::Savepoint<'a>,
     pub clock: &'a mut Clock,
 }
 
@@ -87,17 +91,17 @@ impl Store {
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
+            batches_committed: 0,
         })
     }
 
-    /// Runs `f` in one IMMEDIATE transaction: commit on `Ok`, roll back on `Err`.
+    /// Runs `f` as one all-or-nothing unit: a savepoint released on `Ok` and
+    /// rolled back on `Err`. Inside a batch ([`Store::begin_batch`]) it becomes
+    /// durable with the batch's COMMIT; outside one it commits on its own.
     pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Code>) -> Result<T, Code> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(storage)?;
+        let sp = self.conn.savepoint().map_err(storage)?;
         let mut t = Tx {
-            tx,
+            tx: sp,
             clock: &mut self.clock,
         };
         match f(&mut t) {
@@ -105,9 +109,28 @@ impl Store {
                 t.tx.commit().map_err(storage)?;
                 Ok(v)
             }
-            // Dropping the transaction rolls it back. Timestamps it took are
+            // Dropping the savepoint rolls it back. Timestamps it took are
             // not reused: the clock only moves forward, which keeps order.
             Err(code) => Err(code),
+        }
+    }
+
+    /// Opens the batch transaction the writer thread runs a group of requests in.
+    pub fn begin_batch(&mut self) -> Result<(), Code> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(storage)
+    }
+
+    /// Commits the batch (durably: WAL, synchronous=FULL); on failure rolls it back.
+    pub fn commit_batch(&mut self) -> Result<(), Code> {
+        match self.conn.execute_batch("COMMIT") {
+            Ok(()) => {
+                self.batches_committed += 1;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(storage(e))
+            }
         }
     }
 

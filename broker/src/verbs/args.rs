@@ -11,6 +11,11 @@ impl Args {
         Args(args.unwrap_or_default())
     }
 
+    /// Takes a raw value (absent: `None`), for arguments with their own codes.
+    pub fn take(&mut self, key: &str) -> Option<Value> {
+        self.0.remove(key)
+    }
+
     /// A required string of 1..=max bytes.
     pub fn str(&mut self, key: &str, max: usize) -> Result<String, Code> {
         self.opt_str(key, max)?.ok_or(Code::InvalidRequest)

@@ -2,7 +2,9 @@
 //! verb name to its handler and to who may call it.
 
 mod args;
+pub(crate) mod decisions;
 mod events;
+pub(crate) mod launch;
 mod reads;
 mod roles;
 
@@ -14,27 +16,30 @@ use serde_json::{Map, Value};
 
 /// Every verb the spec names that this build does not serve yet.
 const PLANNED: &[&str] = &[
-    "role.revoke",
-    "decision.raise",
-    "decision.resolve",
-    "decision.seen",
-    "decision.withdraw",
     "message.send",
     "message.receive",
     "message.read",
     "review.request",
     "review.verdict",
-    "launch.revoke",
-    "launch.restore",
     "inbox",
     "tasks",
     "agents",
-    "decisions",
-    "credentials",
     "requirements",
     "state",
     "replies",
     "messages",
+];
+
+/// Decisions and authority (issue 5).
+const DECISION_VERBS: &[&str] = &[
+    "role.revoke",
+    "decision.raise",
+    "decision.resolve",
+    "decision.seen",
+    "decision.withdraw",
+    "decisions",
+    "launch.revoke",
+    "launch.restore",
 ];
 
 /// Verbs a tester session may use.
@@ -58,7 +63,10 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = matches!(verb, "role.claim" | "role.release" | "event.emit" | "trail")
+    let known = matches!(
+        verb,
+        "role.claim" | "role.release" | "event.emit" | "trail" | "credentials"
+    ) || DECISION_VERBS.contains(&verb)
         || PLANNED.contains(&verb);
     if !known {
         return Err(Code::UnknownVerb);
@@ -72,6 +80,15 @@ pub fn dispatch(
         "role.release" => roles::release(core, caller, args),
         "event.emit" => events::emit(core, caller, args),
         "trail" => reads::trail(core, caller, args),
+        "role.revoke" => roles::revoke(core, caller, args),
+        "decision.raise" => decisions::raise(core, caller, args),
+        "decision.resolve" => decisions::resolve(core, caller, args),
+        "decision.seen" => decisions::seen(core, caller, args),
+        "decision.withdraw" => decisions::withdraw(core, caller, args),
+        "decisions" => decisions::list(core, caller, args),
+        "launch.revoke" => launch::revoke(core, caller, args),
+        "launch.restore" => launch::restore(core, caller, args),
+        "credentials" => reads::credentials(core, caller, args),
         _ => Err(Code::NotImplemented),
     }
 }

@@ -105,3 +105,14 @@ pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Value::Array(out.into_iter().map(|(_, v)| v).collect()))
 }
+
+/// `credentials`: what the host loaded for the business, never a token,
+/// path or variable name. Human and reader sessions only.
+pub fn credentials(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Role { .. }) {
+        return Err(Code::HumanRequired);
+    }
+    args.finish()?;
+    let now = crate::store::clock::now_ms();
+    Ok(Value::Array(core.credentials.rows(caller.business(), now)))
+}

@@ -478,3 +478,24 @@ mod wire {
         );
     }
 }
+
+#[test]
+fn docs_list_every_code_and_marker() {
+    let doc = include_str!("../../../docs/proof.md");
+    for c in ProofCode::ALL {
+        assert!(
+            doc.contains(&format!("| `{}` |", c.as_str())),
+            "{c} missing from docs/proof.md"
+        );
+    }
+    for m in MANAGED_RUN_MARKERS
+        .iter()
+        .chain(AGENT_RUN_MARKERS)
+        .chain(AGENT_EXE_NAMES)
+    {
+        assert!(
+            doc.contains(&format!("`{m}`")),
+            "{m} missing from docs/proof.md"
+        );
+    }
+}

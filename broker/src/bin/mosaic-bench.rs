@@ -1,0 +1,418 @@
+//! `mosaic-bench`: the broker's performance figures as JSON, each against a
+//! floor measured in the same run on the same disk.
+//!
+//! Floors: a bare Unix-socket round trip with the broker's framing, and a
+//! bare FULL-synchronous WAL commit of one comparable row. Broker figures:
+//! `message.send`, `message.receive` + `message.read`, and `inbox` at 1, 8
+//! and 32 concurrent clients (p50, p99, throughput), peak RSS, then
+//! `message.send` and startup on a store of `--messages` (default 1,000,000)
+//! messages. Run it release-built:
+//!
+//! ```sh
+//! cargo build --release --workspace --bins && target/release/mosaic-bench
+//! ```
+
+use rusqlite::{params, Connection};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROLES: usize = 33;
+
+fn die(msg: &str) -> ! {
+    eprintln!("{}", json!({"error": msg}));
+    std::process::exit(2)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn summary(mut lat_us: Vec<f64>, wall: Duration) -> Value {
+    lat_us.sort_by(|a, b| a.total_cmp(b));
+    json!({
+        "n": lat_us.len(),
+        "p50_us": percentile(&lat_us, 0.5),
+        "p99_us": percentile(&lat_us, 0.99),
+        "per_sec": lat_us.len() as f64 / wall.as_secs_f64(),
+    })
+}
+
+fn exchange(path: &Path, line: &[u8]) -> Value {
+    let mut s = UnixStream::connect(path).unwrap_or_else(|_| die("connect"));
+    let _ = s.write_all(line);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    serde_json::from_slice(out.trim_ascii_end()).unwrap_or(Value::Null)
+}
+
+fn call(path: &Path, cap: &str, verb: &str, args: Value) -> Value {
+    let mut req = json!({"cap": cap, "verb": verb});
+    if !args.is_null() {
+        req["args"] = args;
+    }
+    let mut line = req.to_string().into_bytes();
+    line.push(b'\n');
+    exchange(path, &line)
+}
+
+/// The socket floor: a server that frames exactly like the broker and answers at once.
+fn socket_floor(dir: &Path, n: usize) -> Value {
+    let path = dir.join("floor.sock");
+    let listener = UnixListener::bind(&path).unwrap_or_else(|_| die("bind floor"));
+    let server = std::thread::spawn(move || {
+        for conn in listener.incoming().take(n) {
+            let Ok(mut c) = conn else { continue };
+            let mut r = BufReader::new(c.try_clone().unwrap_or_else(|_| die("clone")));
+            let mut line = Vec::new();
+            let _ = r.read_until(b'\n', &mut line);
+            let _ = c.write_all(
+                b"{\"ok\":true,\"result\":{\"id\":\"00000000-0000-4000-8000-000000000000\"}}\n",
+            );
+        }
+    });
+    let req = json!({"cap": "x".repeat(43), "verb": "message.send", "args": {"to": "r1", "body": "hello"}});
+    let line = format!("{req}\n").into_bytes();
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        let _ = exchange(&path, &line);
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let wall = t0.elapsed();
+    let _ = server.join();
+    summary(lat, wall)
+}
+
+/// The commit floor: one comparable row per FULL-synchronous WAL commit.
+fn commit_floor(dir: &Path, n: usize) -> Value {
+    let path = dir.join("floor.sqlite");
+    let c = Connection::open(&path).unwrap_or_else(|_| die("open floor db"));
+    let _ = c.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+         CREATE TABLE m(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, business TEXT,
+           from_role TEXT, from_run TEXT, to_role TEXT, class TEXT, body TEXT, at TEXT);",
+    );
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        let _ = c.execute(
+            "INSERT INTO m(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES (?1, 'acme', 'r1', 'run-1', 'r2', 'INFO', 'hello', ?2)",
+            params![
+                format!("00000000-0000-4000-8000-{i:012}"),
+                format!("2030-01-01T00:00:00.{:03}Z", i % 1000)
+            ],
+        );
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    summary(lat, t0.elapsed())
+}
+
+struct Broker {
+    child: Child,
+    host: BufReader<UnixStream>,
+    socket: PathBuf,
+    caps: Vec<String>,
+    reader: String,
+}
+
+fn business() -> Value {
+    let mut roles = serde_json::Map::new();
+    for i in 0..ROLES {
+        roles.insert(
+            format!("r{i}"),
+            json!({"authority": {"withinRole": ["message.send"], "crossRole": []}}),
+        );
+    }
+    json!({"id": "acme", "human": "Ada", "arbiters": {"technical": "r0", "delivery": "r0"}, "roles": roles})
+}
+
+fn start_time() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_else(|_| die("stat"));
+    let Some(close) = s.rfind(')') else {
+        die("stat")
+    };
+    s[close + 2..]
+        .split(' ')
+        .nth(19)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| die("stat"))
+}
+
+impl Broker {
+    /// Starts `mosaic-bus` beside this binary, boots, binds and claims every role.
+    fn start(bus: &Path, root: &Path) -> (Broker, Duration) {
+        let (ours, theirs) = UnixStream::pair().unwrap_or_else(|_| die("socketpair"));
+        let fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(bus);
+        cmd.args(["--host-fd", "3", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: dup2 between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let t0 = Instant::now();
+        let child = cmd.spawn().unwrap_or_else(|_| die("spawn mosaic-bus"));
+        drop(theirs);
+        let mut b = Broker {
+            child,
+            host: BufReader::new(ours),
+            socket: root.join("bus/bus.sock"),
+            caps: Vec::new(),
+            reader: String::new(),
+        };
+        let boot = b.op(json!({"op": "boot", "config": {
+            "dataRoot": root.to_str().unwrap_or_else(|| die("path")),
+            "businesses": {"acme": business()}, "readers": ["acme"]}}));
+        let startup = t0.elapsed();
+        if boot["ok"] != json!(true) {
+            die("boot refused");
+        }
+        b.reader = boot["readers"][0]["cap"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (pid, st) = (std::process::id(), start_time());
+        let tag = Instant::now().elapsed().as_nanos() ^ u128::from(pid) ^ t0.elapsed().as_nanos();
+        for i in 0..ROLES {
+            let r = b.op(
+                json!({"op": "bindLaunch", "record": {"business": "acme", "role": format!("r{i}"),
+                "run": format!("run-{tag:x}-{i}"), "harness": "pi", "pid": pid, "startTime": st}}),
+            );
+            let cap = r["launch"]["cap"]
+                .as_str()
+                .unwrap_or_else(|| die("bind"))
+                .to_string();
+            let c = call(&b.socket, &cap, "role.claim", Value::Null);
+            if c["ok"] != json!(true) {
+                die("claim");
+            }
+            b.caps.push(cap);
+        }
+        (b, startup)
+    }
+
+    fn op(&mut self, v: Value) -> Value {
+        let _ = self.host.get_mut().write_all(format!("{v}\n").as_bytes());
+        let mut s = String::new();
+        let _ = self.host.read_line(&mut s);
+        serde_json::from_str(&s).unwrap_or(Value::Null)
+    }
+
+    fn peak_rss_kib(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        s.lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn close(mut self) {
+        let _ = self.op(json!({"op": "close"}));
+        let _ = self.child.wait();
+    }
+}
+
+/// `clients` threads each doing `per` calls of `f(client_index, iteration)`.
+fn load(clients: usize, per: usize, f: impl Fn(usize, usize) + Sync) -> Value {
+    let t0 = Instant::now();
+    let lat: Vec<f64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..clients)
+            .map(|c| {
+                let f = &f;
+                s.spawn(move || {
+                    (0..per)
+                        .map(|i| {
+                            let t = Instant::now();
+                            f(c, i);
+                            t.elapsed().as_secs_f64() * 1e6
+                        })
+                        .collect::<Vec<f64>>()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    summary(lat, t0.elapsed())
+}
+
+fn verbs_at(b: &Broker, clients: usize, per: usize) -> Value {
+    let socket = &b.socket;
+    let send = load(clients, per, |c, i| {
+        // client c holds role r(c+1) and sends to r0
+        let r = call(
+            socket,
+            &b.caps[c + 1],
+            "message.send",
+            json!({"to": "r0", "body": format!("m{c}-{i}")}),
+        );
+        if r["ok"] != json!(true) {
+            die("message.send refused");
+        }
+    });
+    // Each client sends itself a message, then receives and reads it.
+    let recv = load(clients, per / 2, |c, i| {
+        let cap = &b.caps[c + 1];
+        let _ = call(
+            socket,
+            &b.caps[0],
+            "message.send",
+            json!({"to": format!("r{}", c + 1), "body": format!("q{i}")}),
+        );
+        let got = call(socket, cap, "message.receive", Value::Null);
+        let items = got["result"].as_array().cloned().unwrap_or_default();
+        for m in items {
+            if let Some(id) = m["id"].as_str() {
+                let _ = call(socket, cap, "message.read", json!({"id": id}));
+            }
+        }
+    });
+    let inbox = load(clients, per, |c, _| {
+        let _ = call(socket, &b.caps[c + 1], "inbox", Value::Null);
+    });
+    json!({"message.send": send, "message.receive+read": recv, "inbox": inbox})
+}
+
+/// Fills a store with `n` messages across the roles (through the real schema
+/// and its triggers) and returns how long a bare quick_check takes on it.
+fn prefill(root: &Path, bus: &Path, n: usize) -> Duration {
+    let (b, _) = Broker::start(bus, root);
+    b.close();
+    let db = root.join("bus/bus.sqlite");
+    let mut c = Connection::open(&db).unwrap_or_else(|_| die("open store"));
+    let _ = c.execute_batch("PRAGMA synchronous=OFF;");
+    let base = 1_900_000_000_000i64; // far past anything the clock gave out
+    let mut done = 0;
+    while done < n {
+        let Ok(tx) = c.transaction() else { die("tx") };
+        {
+            let Ok(mut st) = tx.prepare(
+                "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+                 VALUES (?1, 'acme', ?2, 'run-prefill', ?3, 'INFO', ?4, ?5)",
+            ) else {
+                die("prepare")
+            };
+            for i in done..(done + 50_000).min(n) {
+                let at = mosaic_bus::store::clock::format_ms(base + i as i64);
+                let _ = st.execute(params![
+                    format!("{:08x}-0000-4000-8000-{:012x}", i >> 16, i),
+                    format!("r{}", i % ROLES),
+                    format!("r{}", (i + 1) % ROLES),
+                    format!("prefill {i}"),
+                    at
+                ]);
+            }
+        }
+        let _ = tx.commit();
+        done = (done + 50_000).min(n);
+    }
+    let _ = c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    drop(c);
+    let c = Connection::open(&db).unwrap_or_else(|_| die("open store"));
+    let t = Instant::now();
+    let _: String = c
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .unwrap_or_default();
+    t.elapsed()
+}
+
+fn main() {
+    let mut messages = 1_000_000usize;
+    let mut per = 200usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--messages" => {
+                messages = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| die("usage"))
+            }
+            "--per-client" => {
+                per = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| die("usage"))
+            }
+            _ => die("usage: mosaic-bench [--messages N] [--per-client N]"),
+        }
+    }
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o077) };
+    let exe = std::env::current_exe().unwrap_or_else(|_| die("exe"));
+    let bus = exe.with_file_name("mosaic-bus");
+    let work = std::env::temp_dir().join(format!("mosaic-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&work);
+    let mk = |name: &str| {
+        let d = work.join(name);
+        let _ = std::fs::create_dir_all(&d);
+        d
+    };
+
+    let socket = socket_floor(&mk("floor"), 2000);
+    let commit = commit_floor(&mk("floor"), 500);
+
+    let (b, _) = Broker::start(&bus, &mk("empty"));
+    let mut by_clients = serde_json::Map::new();
+    for clients in [1usize, 8, 32] {
+        by_clients.insert(clients.to_string(), verbs_at(&b, clients, per));
+    }
+    let rss_kib = b.peak_rss_kib();
+    b.close();
+
+    // Flat costs: message.send on an empty store and on a full one, single client.
+    let (b, startup_empty) = Broker::start(&bus, &mk("empty2"));
+    let send_empty = verbs_at(&b, 1, per)["message.send"].clone();
+    b.close();
+    let big = mk("big");
+    let quick_check = prefill(&big, &bus, messages);
+    let (b, startup_big) = Broker::start(&bus, &big);
+    let send_big = verbs_at(&b, 1, per)["message.send"].clone();
+    b.close();
+    let _ = std::fs::remove_dir_all(&work);
+
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let one = &by_clients["1"]["message.send"];
+    let thirty_two = &by_clients["32"]["message.send"];
+    let out = json!({
+        "floors": {"socket": socket, "commit": commit},
+        "clients": by_clients,
+        "broker_peak_rss_kib": rss_kib,
+        "store": {"messages": messages, "send_empty": send_empty, "send_full": send_big,
+                  "startup_empty_ms": startup_empty.as_secs_f64() * 1e3,
+                  "startup_full_ms": startup_big.as_secs_f64() * 1e3,
+                  "quick_check_ms": quick_check.as_secs_f64() * 1e3},
+        "ratios": {
+            "send_p50_vs_floors (goal <= 1.3)": f(one, "p50_us") / (f(&socket, "p50_us") + f(&commit, "p50_us")),
+            "send_32_throughput_vs_commit_floor (goal >= 4)": f(thirty_two, "per_sec") / f(&commit, "per_sec"),
+            "send_p50_full_vs_empty (goal <= 1.2)": f(&send_big, "p50_us") / f(&send_empty, "p50_us"),
+            "startup_full_vs_quick_check (goal <= 2)": startup_big.as_secs_f64() / quick_check.as_secs_f64(),
+            "peak_rss_mib (goal <= 32)": rss_kib as f64 / 1024.0,
+        }
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+}

@@ -1,0 +1,278 @@
+//! Classification and routing: which class an action has for a role, and
+//! where a decision raised for it goes. Routing is fixed at raise.
+
+use super::actions;
+use crate::config::Business;
+
+/// The reserved route and sender of the business's human.
+pub const HUMAN: &str = "human";
+
+/// A decision's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// The role's own authority map grants the action within its role.
+    WithinRole,
+    /// The map grants it across roles: an arbiter approves.
+    CrossRole,
+    /// Everything else (unlisted actions and hard waits): the human approves.
+    Gated,
+}
+
+impl Class {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Class::WithinRole => "within-role",
+            Class::CrossRole => "cross-role",
+            Class::Gated => "gated",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Class> {
+        match s {
+            "within-role" => Some(Class::WithinRole),
+            "cross-role" => Some(Class::CrossRole),
+            "gated" => Some(Class::Gated),
+            _ => None,
+        }
+    }
+}
+
+/// The arbiter domain of a cross-role decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    Delivery,
+    Technical,
+}
+
+impl Domain {
+    pub fn parse(s: &str) -> Option<Domain> {
+        match s {
+            "delivery" => Some(Domain::Delivery),
+            "technical" => Some(Domain::Technical),
+            _ => None,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Domain::Delivery => "delivery",
+            Domain::Technical => "technical",
+        }
+    }
+}
+
+/// The class of `action` for role instance `role` under the business's policy.
+///
+/// A hard wait (any action [`actions::ROUTED`] does not name) is gated.
+/// `role.launch` is within-role exactly when the launch block's `by` names
+/// the role and gated otherwise, whatever the maps say. Other routed actions
+/// are within-role or cross-role as the role's map lists them, else gated.
+pub fn classify(business: &Business, role: &str, action: &str) -> Class {
+    if !actions::routed(action) {
+        return Class::Gated;
+    }
+    if action == "role.launch" {
+        return match &business.launch {
+            Some(l) if l.by == role => Class::WithinRole,
+            _ => Class::Gated,
+        };
+    }
+    let Some(r) = business.roles.get(role) else {
+        return Class::Gated;
+    };
+    if r.within_role.iter().any(|a| a == action) {
+        Class::WithinRole
+    } else if r.cross_role.iter().any(|a| a == action) {
+        Class::CrossRole
+    } else {
+        Class::Gated
+    }
+}
+
+/// Where a decision of `class` raised by `raiser` goes (`decisions.routed_to`).
+///
+/// Within-role: the raiser itself (it closes at raise with its `choice`).
+/// Cross-role: the delivery arbiter, or the technical one for
+/// `domain:'technical'`; when that arbiter is the raiser, the human (the
+/// class stays cross-role). Gated: the human.
+pub fn route(business: &Business, raiser: &str, class: Class, domain: Option<Domain>) -> String {
+    match class {
+        Class::WithinRole => raiser.to_string(),
+        Class::CrossRole => {
+            let arbiter = match domain {
+                Some(Domain::Technical) => &business.technical_arbiter,
+                _ => &business.delivery_arbiter,
+            };
+            if arbiter == raiser {
+                HUMAN.to_string()
+            } else {
+                arbiter.clone()
+            }
+        }
+        Class::Gated => HUMAN.to_string(),
+    }
+}
+
+/// True when the raiser may hear from whoever closes a decision routed to
+/// `routed_to` (row 133): with declared messaging lists, the raiser's
+/// `receiveFrom` must list the resolver's definition (its instance key when
+/// it has none), or `human` for a human route. A role without messaging
+/// lists receives from anyone. Within-role raises are exempt (the caller
+/// does not ask for them).
+pub fn close_route_allowed(business: &Business, raiser: &str, routed_to: &str) -> bool {
+    let Some(r) = business.roles.get(raiser) else {
+        return false;
+    };
+    let Some(list) = &r.receive_from else {
+        return true;
+    };
+    let sender = if routed_to == HUMAN {
+        HUMAN
+    } else {
+        match business.roles.get(routed_to) {
+            Some(x) => x.definition.as_deref().unwrap_or(routed_to),
+            None => return false,
+        }
+    };
+    list.iter().any(|x| x == sender)
+}
+
+/// The launch state from the kind of the business's latest
+/// `launch.revoked`/`launch.restored` event (none: allowed).
+pub fn launch_allowed(latest: Option<&str>) -> bool {
+    latest != Some("launch.revoked")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn business() -> Business {
+        Business::from_json(
+            "acme",
+            json!({
+                "id": "acme", "human": "Ada",
+                "arbiters": {"technical": "cto", "delivery": "pm"},
+                "roles": {
+                    "pm": {"authority": {"withinRole": ["message.send"],
+                                         "crossRole": ["git.merge.protected", "role.launch"]}},
+                    "cto": {"authority": {"withinRole": ["review.verdict"],
+                                          "crossRole": ["git.merge.protected"]}},
+                    "dev": {"authority": {"withinRole": ["record.write"],
+                                          "crossRole": ["git.merge.protected", "role.revoke"]}}
+                },
+                "launch": {"by": "cto", "instances": ["dev"]}
+            }),
+        )
+        .expect("test business")
+    }
+
+    #[test]
+    fn classification_follows_the_maps_the_vocabulary_and_the_launch_block() {
+        let b = business();
+        // (role, action, class): the spec's rules, one row each.
+        let table = [
+            // within-role: the role's withinRole lists it
+            ("pm", "message.send", Class::WithinRole),
+            ("dev", "record.write", Class::WithinRole),
+            // cross-role: the role's crossRole lists it
+            ("dev", "git.merge.protected", Class::CrossRole),
+            ("dev", "role.revoke", Class::CrossRole),
+            // unlisted routed actions are gated
+            ("dev", "prd.approve", Class::Gated),
+            ("cto", "message.send", Class::Gated),
+            // hard waits are gated for everyone
+            ("pm", "deploy", Class::Gated),
+            ("dev", "spend", Class::Gated),
+            // an unknown role is gated
+            ("nobody", "message.send", Class::Gated),
+            // role.launch: within-role only for launch.by, gated otherwise,
+            // even when a map lists it
+            ("cto", "role.launch", Class::WithinRole),
+            ("pm", "role.launch", Class::Gated),
+            ("dev", "role.launch", Class::Gated),
+        ];
+        for (role, action, class) in table {
+            assert_eq!(classify(&b, role, action), class, "{role} {action}");
+        }
+    }
+
+    #[test]
+    fn routing_is_fixed_by_class_domain_and_raiser() {
+        let b = business();
+        // (raiser, class, domain, routed_to)
+        let table = [
+            ("dev", Class::WithinRole, None, "dev"),
+            ("dev", Class::CrossRole, None, "pm"),
+            ("dev", Class::CrossRole, Some(Domain::Delivery), "pm"),
+            ("dev", Class::CrossRole, Some(Domain::Technical), "cto"),
+            // the arbiter raised it: the human resolves, the class stays cross-role
+            ("pm", Class::CrossRole, None, HUMAN),
+            ("cto", Class::CrossRole, Some(Domain::Technical), HUMAN),
+            ("pm", Class::CrossRole, Some(Domain::Technical), "cto"),
+            ("dev", Class::Gated, None, HUMAN),
+            ("dev", Class::Gated, Some(Domain::Technical), HUMAN),
+        ];
+        for (raiser, class, domain, to) in table {
+            assert_eq!(
+                route(&b, raiser, class, domain),
+                to,
+                "{raiser} {class:?} {domain:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_close_must_be_able_to_reach_the_raiser() {
+        let b = Business::from_json(
+            "acme",
+            json!({
+                "id": "acme", "human": "Ada",
+                "arbiters": {"technical": "cto", "delivery": "pm"},
+                "roles": {
+                    "pm": {"definition": "product", "authority": {"withinRole": [], "crossRole": []}},
+                    "cto": {"authority": {"withinRole": [], "crossRole": []}},
+                    "dev": {"authority": {"withinRole": [], "crossRole": []},
+                            "messaging": {"sendTo": [], "receiveFrom": ["product", "human"]}},
+                    "qa": {"authority": {"withinRole": [], "crossRole": []},
+                           "messaging": {"sendTo": [], "receiveFrom": ["cto"]}}
+                }
+            }),
+        )
+        .expect("test business");
+        // (raiser, routed_to, allowed)
+        let table = [
+            ("dev", "pm", true),    // pm's definition is listed
+            ("dev", "human", true), // human is listed
+            ("dev", "cto", false),  // cto is not
+            ("qa", "cto", true),    // no definition: the instance key
+            ("qa", "human", false), // a gated raise needs `human`
+            ("cto", "pm", true),    // no messaging lists: anyone
+            ("cto", "human", true),
+            ("nobody", "human", false),
+        ];
+        for (raiser, to, ok) in table {
+            assert_eq!(close_route_allowed(&b, raiser, to), ok, "{raiser} <- {to}");
+        }
+    }
+
+    #[test]
+    fn launch_state_is_the_latest_toggle() {
+        assert!(launch_allowed(None));
+        assert!(launch_allowed(Some("launch.restored")));
+        assert!(!launch_allowed(Some("launch.revoked")));
+    }
+
+    #[test]
+    fn class_and_domain_strings_round_trip() {
+        for c in [Class::WithinRole, Class::CrossRole, Class::Gated] {
+            assert_eq!(Class::parse(c.as_str()), Some(c));
+        }
+        for d in [Domain::Delivery, Domain::Technical] {
+            assert_eq!(Domain::parse(d.as_str()), Some(d));
+        }
+        assert_eq!(Class::parse("other"), None);
+        assert_eq!(Domain::parse("legal"), None);
+    }
+}

@@ -1,0 +1,488 @@
+//! Decision evidence: the writers and readers of `decisions` and
+//! `decision_events`, a decision close's DECISION message, the launch
+//! toggles' state, and the one authority-and-consumption helper
+//! ([`authorize_in_tx`]) that `authorize`, cross-role `message.send` and
+//! `role.revoke` share.
+//!
+//! The close message is a plain INSERT into `messages` here, in the close's
+//! own transaction (the messages store writers belong to the messages verbs;
+//! this is the one other writer of that table, see docs/decisions.md).
+
+use super::evidence::{self, Actor, Written};
+use super::{map_sql_error, Tx};
+use crate::config::Business;
+use crate::error::Code;
+use crate::ids;
+use crate::policy::actions;
+use crate::policy::authority::{self, Ask, DecisionFacts};
+use crate::policy::routing::{self, Class};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+fn sql(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
+
+/// One `decision_state` row.
+#[derive(Debug, Clone)]
+pub struct DecisionRow {
+    pub seq: i64,
+    pub id: String,
+    pub business: String,
+    pub raised_by_role: String,
+    pub raised_by_run: String,
+    pub action: String,
+    pub target: Option<String>,
+    pub class: String,
+    pub routed_to: String,
+    pub domain: Option<String>,
+    pub question: String,
+    pub options: String,
+    pub recommendation: String,
+    pub approval_choice: String,
+    pub blocking: bool,
+    pub project: Option<String>,
+    pub task_ref: Option<String>,
+    pub requirement_ref: Option<String>,
+    pub supersedes: Option<String>,
+    pub target_holder: Option<String>,
+    pub at: String,
+    /// `resolved` or `withdrawn` once closed.
+    pub closed_kind: Option<String>,
+    /// The resolved option.
+    pub choice: Option<String>,
+    pub consumed: bool,
+}
+
+const COLS: &str = "seq, id, business, raised_by_role, raised_by_run, action, target, class, \
+    routed_to, domain, question, options, recommendation, approval_choice, blocking, project, \
+    task_ref, requirement_ref, supersedes, target_holder, at, closed_kind, choice, consumed";
+
+fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
+    Ok(DecisionRow {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        business: r.get(2)?,
+        raised_by_role: r.get(3)?,
+        raised_by_run: r.get(4)?,
+        action: r.get(5)?,
+        target: r.get(6)?,
+        class: r.get(7)?,
+        routed_to: r.get(8)?,
+        domain: r.get(9)?,
+        question: r.get(10)?,
+        options: r.get(11)?,
+        recommendation: r.get(12)?,
+        approval_choice: r.get(13)?,
+        blocking: r.get::<_, i64>(14)? == 1,
+        project: r.get(15)?,
+        task_ref: r.get(16)?,
+        requirement_ref: r.get(17)?,
+        supersedes: r.get(18)?,
+        target_holder: r.get(19)?,
+        at: r.get(20)?,
+        closed_kind: r.get(21)?,
+        choice: r.get(22)?,
+        consumed: r.get::<_, i64>(23)? != 0,
+    })
+}
+
+impl DecisionRow {
+    /// The options as stored (a JSON array of `{key,text}`).
+    pub fn options_json(&self) -> Value {
+        serde_json::from_str(&self.options).unwrap_or(Value::Array(Vec::new()))
+    }
+
+    /// The text of option `key`, if the decision has it.
+    pub fn option_text(&self, key: &str) -> Option<String> {
+        self.options_json().as_array().and_then(|opts| {
+            opts.iter()
+                .find(|o| o["key"].as_str() == Some(key))
+                .and_then(|o| o["text"].as_str().map(str::to_string))
+        })
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.closed_kind.is_none()
+    }
+
+    /// The recorded facts the authority check matches against.
+    pub fn facts(&self) -> Result<DecisionFacts<'_>, Code> {
+        Ok(DecisionFacts {
+            raised_by_role: &self.raised_by_role,
+            action: &self.action,
+            target: self.target.as_deref(),
+            class: Class::parse(&self.class).ok_or(Code::StorageUnavailable)?,
+            approval_choice: &self.approval_choice,
+            resolved_choice: match self.closed_kind.as_deref() {
+                Some("resolved") => self.choice.as_deref(),
+                _ => None,
+            },
+            withdrawn: self.closed_kind.as_deref() == Some("withdrawn"),
+            consumed: self.consumed,
+        })
+    }
+
+    /// The decision as sessions see it: decoded options, `blocking` as a
+    /// boolean, its state, and `authorization` `{action,target,approvalChoice}`.
+    pub fn to_json(&self) -> Value {
+        let state = self.closed_kind.as_deref().unwrap_or("open");
+        json!({
+            "id": self.id,
+            "business": self.business,
+            "raised_by_role": self.raised_by_role,
+            "raised_by_run": self.raised_by_run,
+            "action": self.action,
+            "target": self.target,
+            "class": self.class,
+            "routed_to": self.routed_to,
+            "domain": self.domain,
+            "question": self.question,
+            "options": self.options_json(),
+            "recommendation": self.recommendation,
+            "approval_choice": self.approval_choice,
+            "blocking": self.blocking,
+            "project": self.project,
+            "task_ref": self.task_ref,
+            "requirement_ref": self.requirement_ref,
+            "supersedes": self.supersedes,
+            "target_holder": self.target_holder,
+            "at": self.at,
+            "state": state,
+            "choice": self.choice,
+            "consumed": self.consumed,
+            "authorization": {
+                "action": self.action,
+                "target": self.target,
+                "approvalChoice": self.approval_choice,
+            },
+        })
+    }
+}
+
+/// The decision `id` of `business`, if any.
+pub fn load(conn: &Connection, business: &str, id: &str) -> Result<Option<DecisionRow>, Code> {
+    conn.query_row(
+        &format!("SELECT {COLS} FROM decision_state WHERE id = ?1 AND business = ?2"),
+        params![id, business],
+        from_row,
+    )
+    .optional()
+    .map_err(sql)
+}
+
+/// A decision to store.
+#[derive(Debug, Clone)]
+pub struct NewDecision<'a> {
+    pub business: &'a str,
+    pub raised_by_role: &'a str,
+    pub raised_by_run: &'a str,
+    pub action: &'a str,
+    pub target: Option<&'a str>,
+    pub class: Class,
+    pub routed_to: &'a str,
+    pub domain: Option<&'a str>,
+    pub question: &'a str,
+    /// The options array, serialized.
+    pub options: &'a str,
+    pub recommendation: &'a str,
+    pub approval_choice: &'a str,
+    pub blocking: bool,
+    pub project: Option<&'a str>,
+    pub task_ref: Option<&'a str>,
+    pub requirement_ref: Option<&'a str>,
+    pub supersedes: Option<&'a str>,
+    pub target_holder: Option<&'a str>,
+}
+
+pub fn insert_decision(t: &mut Tx<'_>, d: &NewDecision<'_>) -> Result<Written, Code> {
+    let id = ids::uuid();
+    let at = t.now();
+    t.tx.execute(
+        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
+           class, routed_to, domain, question, options, recommendation, approval_choice,
+           blocking, project, task_ref, requirement_ref, supersedes, target_holder, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+           ?18, ?19, ?20)",
+        params![
+            id,
+            d.business,
+            d.raised_by_role,
+            d.raised_by_run,
+            d.action,
+            d.target,
+            d.class.as_str(),
+            d.routed_to,
+            d.domain,
+            d.question,
+            d.options,
+            d.recommendation,
+            d.approval_choice,
+            i64::from(d.blocking),
+            d.project,
+            d.task_ref,
+            d.requirement_ref,
+            d.supersedes,
+            d.target_holder,
+            at
+        ],
+    )
+    .map_err(sql)?;
+    Ok(Written { id, at })
+}
+
+/// A `decision_events` row; `Written.id` is its `seq`.
+#[allow(clippy::too_many_arguments)]
+pub fn insert_decision_event(
+    t: &mut Tx<'_>,
+    decision: &str,
+    kind: &str,
+    by: &str,
+    run: Option<&str>,
+    choice: Option<&str>,
+    note: Option<&str>,
+    input: Option<&str>,
+) -> Result<Written, Code> {
+    let at = t.now();
+    t.tx.execute(
+        "INSERT INTO decision_events(decision, kind, by, run, choice, note, input, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![decision, kind, by, run, choice, note, input, at],
+    )
+    .map_err(sql)?;
+    Ok(Written {
+        id: t.tx.last_insert_rowid().to_string(),
+        at,
+    })
+}
+
+/// A decision close's DECISION message to the raising role (no
+/// `in_reply_to`, no `corrects`). Routed at receive like any other message.
+#[allow(clippy::too_many_arguments)]
+pub fn insert_close_message(
+    t: &mut Tx<'_>,
+    business: &str,
+    from_role: &str,
+    from_run: &str,
+    to_role: &str,
+    body: &str,
+    decision: &str,
+    request: Option<&str>,
+) -> Result<Written, Code> {
+    let id = ids::uuid();
+    let at = t.now();
+    t.tx.execute(
+        "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body,
+           in_reply_to, corrects, decision, request, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'DECISION', ?6, NULL, NULL, ?7, ?8, ?9)",
+        params![id, business, from_role, from_run, to_role, body, decision, request, at],
+    )
+    .map_err(sql)?;
+    Ok(Written { id, at })
+}
+
+/// The body of a close message, exactly as "Decision close messages" gives it.
+pub fn close_body(
+    d: &DecisionRow,
+    by: &str,
+    resolved: Option<(&str, &str)>,
+    note: Option<&str>,
+) -> String {
+    let mut s = match resolved {
+        Some((choice, text)) => format!(
+            "Decision {} on {} was resolved by {by}: {choice} ({text}).",
+            d.id, d.action
+        ),
+        None => format!("Decision {} on {} was withdrawn by {by}.", d.id, d.action),
+    };
+    if let Some(n) = note {
+        s.push_str("\nNote: ");
+        s.push_str(n);
+    }
+    s
+}
+
+/// The closing `decision_events` row of a decision, as JSON.
+pub fn closing_event(conn: &Connection, decision: &str) -> Result<Value, Code> {
+    conn.query_row(
+        "SELECT seq, decision, kind, by, run, choice, note, input, at FROM decision_events
+         WHERE decision = ?1 AND kind IN ('resolved', 'withdrawn')",
+        [decision],
+        |r| {
+            Ok(json!({
+                "seq": r.get::<_, i64>(0)?,
+                "decision": r.get::<_, String>(1)?,
+                "kind": r.get::<_, String>(2)?,
+                "by": r.get::<_, String>(3)?,
+                "run": r.get::<_, Option<String>>(4)?,
+                "choice": r.get::<_, Option<String>>(5)?,
+                "note": r.get::<_, Option<String>>(6)?,
+                "input": r.get::<_, Option<String>>(7)?,
+                "at": r.get::<_, String>(8)?,
+            }))
+        },
+    )
+    .optional()
+    .map_err(sql)
+    .map(|v| v.unwrap_or(Value::Null))
+}
+
+/// Open decisions of `business` routed to a role (never the human), oldest first.
+pub fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<DecisionRow>, Code> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLS} FROM decision_state WHERE business = ?1 AND routed_to <> 'human'
+             AND closed_kind IS NULL ORDER BY seq"
+        ))
+        .map_err(sql)?;
+    let rows = stmt.query_map([business], from_row).map_err(sql)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
+}
+
+/// The last `limit` closed decisions of `business`, newest close first.
+pub fn recent_closed(
+    conn: &Connection,
+    business: &str,
+    limit: i64,
+) -> Result<Vec<DecisionRow>, Code> {
+    let cols = COLS
+        .split(", ")
+        .map(|c| format!("d.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {cols} FROM decision_state d JOIN decision_events e
+               ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
+             WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
+        ))
+        .map_err(sql)?;
+    let rows = stmt
+        .query_map(params![business, limit], from_row)
+        .map_err(sql)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
+}
+
+/// The business's latest launch toggle: `(kind, event id, at)`.
+pub fn launch_latest(
+    conn: &Connection,
+    business: &str,
+) -> Result<Option<(String, String, String)>, Code> {
+    conn.query_row(
+        "SELECT kind, id, at FROM events WHERE business = ?1
+         AND kind IN ('launch.revoked', 'launch.restored') ORDER BY seq DESC LIMIT 1",
+        [business],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .optional()
+    .map_err(sql)
+}
+
+/// What an authorization allowed.
+#[derive(Debug, Clone)]
+pub struct AuthOutcome {
+    /// The action's class for the caller under current policy.
+    pub class: Class,
+    /// The decision it consumed, when one backed it.
+    pub decision: Option<String>,
+    /// The `action.allowed` event.
+    pub event: Written,
+}
+
+/// The one authority-and-consumption helper. Inside the caller's
+/// transaction `t`:
+///
+/// 1. `run` must hold `role` (`not-holder`); the action must be in the
+///    vocabulary (`unknown-action`); `role.launch` refuses while the
+///    business's launches are revoked (`launch-revoked`).
+/// 2. Without `decision`: only a within-role action passes (`decision-required`).
+/// 3. With `decision`: it must exist in the business (`decision-not-found`)
+///    and pass [`authority::check_with_decision`] (`decision-mismatch`,
+///    `decision-not-approved`, `decision-consumed`); then a `consumed` row is
+///    written (the unique index backs single use across every path and
+///    restarts).
+///
+/// Returns the action's class. It writes no `action.allowed`: callers that
+/// write their own (message.send, whose body names the message) use this;
+/// everyone else uses [`authorize_in_tx`], which adds the event. The caller
+/// writes its effect in the same `t`; any `Err` rolls the consumption back
+/// with it, leaving the approval unspent.
+pub fn consume_in_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(run) {
+        return Err(Code::NotHolder);
+    }
+    if !actions::known(action) {
+        return Err(Code::UnknownAction);
+    }
+    if action == "role.launch" {
+        let latest = launch_latest(&t.tx, &business.id)?;
+        if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
+            return Err(Code::LaunchRevoked);
+        }
+    }
+    let class = routing::classify(business, role, action);
+    let ask = Ask {
+        role,
+        action,
+        target,
+        class,
+    };
+    match decision {
+        None => authority::check_without_decision(&ask)?,
+        Some(id) => {
+            let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
+            authority::check_with_decision(&d.facts()?, &ask)?;
+            // Checked unused above in this transaction; the unique
+            // 'consumed' index and its trigger back it up (a refusal there
+            // rolls everything back as storage-unavailable).
+            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
+        }
+    }
+    Ok(class)
+}
+
+/// [`consume_in_tx`] plus the `action.allowed` event `{action, class,
+/// target?, decision?}` with the target as subject, in the same transaction.
+/// This is what `authorize`, `authorizeLaunch` and `role.revoke` use.
+pub fn authorize_in_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<AuthOutcome, Code> {
+    let class = consume_in_tx(t, business, role, run, action, target, decision)?;
+    let mut body = json!({"action": action, "class": class.as_str()});
+    if let Some(tg) = target {
+        body["target"] = json!(tg);
+    }
+    if let Some(d) = decision {
+        body["decision"] = json!(d);
+    }
+    let event = evidence::insert_event(
+        t,
+        &business.id,
+        "action.allowed",
+        Actor {
+            role: Some(role),
+            run: Some(run),
+        },
+        target,
+        &body,
+    )?;
+    Ok(AuthOutcome {
+        class,
+        decision: decision.map(str::to_string),
+        event,
+    })
+}

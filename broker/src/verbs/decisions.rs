@@ -1,0 +1,656 @@
+//! `decision.raise`, `decision.resolve`, `decision.seen`,
+//! `decision.withdraw` and the `decisions` read.
+//!
+//! Routing is fixed at raise (policy::routing); closing is one
+//! `decision_events` row; a close by anyone but the raising run sends the
+//! raising role one DECISION message in the same transaction.
+
+use super::{role_session, Args};
+use crate::config::{BootConfig, Business};
+use crate::core::{Caller, Core};
+use crate::error::Code;
+use crate::ids;
+use crate::policy::actions;
+use crate::policy::routing::{self, Class, Domain, HUMAN};
+use crate::store::decisions::{self as store, DecisionRow, NewDecision};
+use crate::store::evidence::{self, Actor};
+use crate::store::Tx;
+use serde_json::{json, Value};
+
+/// The human CLI's run, as recorded on its evidence.
+pub const HUMAN_RUN: &str = "human-cli";
+/// How many closed decisions `decisions {list:'recent'}` returns.
+pub const RECENT: i64 = 50;
+const QUESTION_MAX: usize = 4096;
+const NOTE_MAX: usize = 1024;
+
+const HUMAN_ACTOR: Actor<'static> = Actor {
+    role: Some(HUMAN),
+    run: Some(HUMAN_RUN),
+};
+
+/// A strict task ref: `vikunja:<project digits>/<task digits>`.
+pub fn is_task_ref(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("vikunja:") else {
+        return false;
+    };
+    let Some((p, t)) = rest.split_once('/') else {
+        return false;
+    };
+    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.bytes().all(|b| b.is_ascii_digit());
+    digits(p) && digits(t)
+}
+
+/// `REQ-[A-Z]+-[1-9][0-9]*`.
+fn is_requirement_ref(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("REQ-") else {
+        return false;
+    };
+    let Some((area, n)) = rest.split_once('-') else {
+        return false;
+    };
+    !area.is_empty()
+        && area.bytes().all(|b| b.is_ascii_uppercase())
+        && n.len() <= 18
+        && n.bytes().next().is_some_and(|b| (b'1'..=b'9').contains(&b))
+        && n.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn option_key_ok(k: &str) -> bool {
+    let b = k.as_bytes();
+    !b.is_empty()
+        && b.len() <= 160
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'/' | b'-'))
+}
+
+fn option_text_ok(t: &str) -> bool {
+    let n = t.chars().count();
+    (1..=1024).contains(&n) && !t.contains('\0')
+}
+
+/// Validates `options`: `invalid-options` for the list and its keys and
+/// texts, `invalid-request` for an option that isn't exactly `{key,text}`.
+pub fn parse_options(v: Option<Value>) -> Result<Vec<(String, String)>, Code> {
+    let Some(Value::Array(items)) = v else {
+        return Err(Code::InvalidOptions);
+    };
+    if !(2..=9).contains(&items.len()) {
+        return Err(Code::InvalidOptions);
+    }
+    let mut out: Vec<(String, String)> = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::Object(mut m) = item else {
+            return Err(Code::InvalidRequest);
+        };
+        let (Some(key), Some(text)) = (m.remove("key"), m.remove("text")) else {
+            return Err(Code::InvalidRequest);
+        };
+        if !m.is_empty() {
+            return Err(Code::InvalidRequest);
+        }
+        let (Value::String(key), Value::String(text)) = (key, text) else {
+            return Err(Code::InvalidOptions);
+        };
+        if !option_key_ok(&key) || !option_text_ok(&text) || out.iter().any(|(k, _)| *k == key) {
+            return Err(Code::InvalidOptions);
+        }
+        out.push((key, text));
+    }
+    Ok(out)
+}
+
+fn is_key(options: &[(String, String)], v: &str) -> bool {
+    options.iter().any(|(k, _)| k == v)
+}
+
+fn business_of<'c>(config: &'c BootConfig, id: &str) -> Result<&'c Business, Code> {
+    config.businesses.get(id).ok_or(Code::UnknownBusiness)
+}
+
+/// `decision.raise`.
+pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let (business_id, role, run) = role_session(caller)?;
+    let action = args.str("action", 64)?;
+    let question = args.str("question", QUESTION_MAX)?;
+    let options = args.take("options");
+    let recommendation = args.take("recommendation");
+    let blocking = match args.take("blocking") {
+        Some(Value::Bool(b)) => b,
+        _ => return Err(Code::InvalidRequest),
+    };
+    let domain = match args.opt_str("domain", 16)? {
+        None => None,
+        Some(d) => Some(Domain::parse(&d).ok_or(Code::InvalidRequest)?),
+    };
+    let target = args.opt_str("target", 256)?;
+    let project = args.opt_str("project", 64)?;
+    let task_ref = args.opt_str("task_ref", 64)?;
+    let requirement_ref = args.opt_str("requirement_ref", 64)?;
+    let supersedes = args.opt_str("supersedes", 64)?;
+    let choice = args.opt_str("choice", 160)?;
+    let approval = args.take("approvalChoice");
+    args.finish()?;
+
+    // The three choice checks, in the spec's order.
+    let options = parse_options(options)?;
+    match &recommendation {
+        Some(Value::String(r)) if is_key(&options, r) => {}
+        _ => return Err(Code::InvalidRecommendation),
+    }
+    let approval_choice = match approval {
+        None | Some(Value::Null) => "yes".to_string(),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(Code::InvalidApprovalChoice),
+    };
+    if !is_key(&options, &approval_choice) {
+        return Err(Code::InvalidApprovalChoice);
+    }
+    let recommendation = match recommendation {
+        Some(Value::String(r)) => r,
+        _ => return Err(Code::InvalidRecommendation),
+    };
+
+    if !actions::known(&action) {
+        return Err(Code::UnknownAction);
+    }
+    if blocking && task_ref.is_none() {
+        return Err(Code::TaskRequired);
+    }
+    if task_ref.as_deref().is_some_and(|t| !is_task_ref(t))
+        || requirement_ref
+            .as_deref()
+            .is_some_and(|r| !is_requirement_ref(r))
+    {
+        return Err(Code::InvalidRequest);
+    }
+    let config = core.config.clone();
+    let business = business_of(&config, business_id)?;
+    if let Some(p) = &project {
+        if !business.projects.contains_key(p) {
+            return Err(Code::UnknownProject);
+        }
+    }
+    if matches!(action.as_str(), "role.revoke" | "role.launch") {
+        let t = target.as_deref().ok_or(Code::InvalidRequest)?;
+        if !business.roles.contains_key(t) {
+            return Err(Code::UnknownRole);
+        }
+    }
+    let class = routing::classify(business, role, &action);
+    let routed_to = routing::route(business, role, class, domain);
+    match (class, &choice) {
+        (Class::WithinRole, None) => return Err(Code::ChoiceRequired),
+        (Class::WithinRole, Some(c)) if !is_key(&options, c) => return Err(Code::InvalidChoice),
+        (Class::WithinRole, Some(_)) => {}
+        (_, Some(_)) => return Err(Code::InvalidChoice),
+        (_, None) => {}
+    }
+    if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
+        // Refused and logged; nothing about the decision is stored.
+        let mut body =
+            json!({"action": "decision.raise", "code": Code::DecisionRouteRefused.as_str()});
+        body["authorization"] = json!({"action": action, "target": target});
+        core.store
+            .write(|t| {
+                evidence::insert_event(
+                    t,
+                    business_id,
+                    "action.refused",
+                    Actor {
+                        role: Some(role),
+                        run: Some(run),
+                    },
+                    task_ref.as_deref(),
+                    &body,
+                )
+            })
+            .map_err(|_| Code::StorageUnavailable)?;
+        return Err(Code::DecisionRouteRefused);
+    }
+    let options_json = Value::Array(
+        options
+            .iter()
+            .map(|(k, t)| json!({"key": k, "text": t}))
+            .collect(),
+    )
+    .to_string();
+
+    core.store.write(|t| {
+        if evidence::holder(&t.tx, business_id, role)?.as_deref() != Some(run) {
+            return Err(Code::NotHolder);
+        }
+        if action == "role.launch" {
+            let latest = store::launch_latest(&t.tx, business_id)?;
+            if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
+                return Err(Code::LaunchRevoked);
+            }
+        }
+        if let Some(old) = &supersedes {
+            let prior = if ids::is_uuid(old) {
+                store::load(&t.tx, business_id, old)?
+            } else {
+                None
+            };
+            match prior {
+                Some(p) if p.is_open() && p.raised_by_role == role => {
+                    // A supersede is a withdraw by the raising role instance:
+                    // no close message.
+                    store::insert_decision_event(
+                        t,
+                        old,
+                        "withdrawn",
+                        run,
+                        Some(run),
+                        None,
+                        None,
+                        None,
+                    )?;
+                }
+                _ => return Err(Code::SupersedeRefused),
+            }
+        }
+        let target_holder = if action == "role.revoke" {
+            match target.as_deref() {
+                Some(tg) => evidence::holder(&t.tx, business_id, tg)?,
+                None => None,
+            }
+        } else {
+            None
+        };
+        let w = store::insert_decision(
+            t,
+            &NewDecision {
+                business: business_id,
+                raised_by_role: role,
+                raised_by_run: run,
+                action: &action,
+                target: target.as_deref(),
+                class,
+                routed_to: &routed_to,
+                domain: domain.map(Domain::as_str),
+                question: &question,
+                options: &options_json,
+                recommendation: &recommendation,
+                approval_choice: &approval_choice,
+                blocking,
+                project: project.as_deref(),
+                task_ref: task_ref.as_deref(),
+                requirement_ref: requirement_ref.as_deref(),
+                supersedes: supersedes.as_deref(),
+                target_holder: target_holder.as_deref(),
+            },
+        )?;
+        // The raise's context event: what the decision would authorize. It
+        // is evidence of the raise, not a use of the approval.
+        let ev = evidence::insert_event(
+            t,
+            business_id,
+            "action.allowed",
+            Actor {
+                role: Some(role),
+                run: Some(run),
+            },
+            Some(&w.id),
+            &json!({
+                "action": "decision.raise",
+                "decision": w.id,
+                "authorization": {
+                    "action": action,
+                    "target": target,
+                    "approvalChoice": approval_choice,
+                },
+            }),
+        )?;
+        if class == Class::WithinRole {
+            // Within-role closes atomically with the raiser's own choice.
+            store::insert_decision_event(
+                t,
+                &w.id,
+                "resolved",
+                run,
+                Some(run),
+                choice.as_deref(),
+                None,
+                None,
+            )?;
+        }
+        let d = store::load(&t.tx, business_id, &w.id)?.ok_or(Code::StorageUnavailable)?;
+        let mut out = d.to_json();
+        out["event"] = json!(ev.id);
+        Ok(out)
+    })
+}
+
+/// Who closes or acknowledges: the human through the CLI, or a role's run.
+enum Closer<'a> {
+    Human,
+    Role { role: &'a str, run: &'a str },
+}
+
+fn closer(caller: &Caller) -> Result<Closer<'_>, Code> {
+    match caller {
+        Caller::Human { .. } => Ok(Closer::Human),
+        Caller::Role { role, run, .. } => Ok(Closer::Role { role, run }),
+        Caller::Reader { .. } => Err(Code::ReadOnly),
+        Caller::Tester { .. } => Err(Code::TesterRefused),
+    }
+}
+
+/// The routed resolver check: the human for human-routed decisions, else
+/// the routed role's current holder.
+fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), Code> {
+    match who {
+        Closer::Human if d.routed_to == HUMAN => Ok(()),
+        Closer::Role { role, run } if *role == d.routed_to => {
+            if evidence::holder(&t.tx, &d.business, role)?.as_deref() != Some(*run) {
+                return Err(Code::NotHolder);
+            }
+            Ok(())
+        }
+        _ => Err(Code::NotResolver),
+    }
+}
+
+fn human_input(
+    t: &mut Tx<'_>,
+    business: &str,
+    subject: Option<&str>,
+    body: &Value,
+) -> Result<String, Code> {
+    Ok(evidence::insert_event(t, business, "human.input", HUMAN_ACTOR, subject, body)?.id)
+}
+
+/// Writes a close (`resolved` or `withdrawn`) and, unless the raising run
+/// closed it, the DECISION message to the raising role.
+fn close(
+    t: &mut Tx<'_>,
+    business: &Business,
+    d: &DecisionRow,
+    who: &Closer<'_>,
+    verb: &str,
+    choice: Option<&str>,
+    note: Option<&str>,
+) -> Result<Value, Code> {
+    let kind = if choice.is_some() {
+        "resolved"
+    } else {
+        "withdrawn"
+    };
+    let (by, from_role, from_run, input) = match who {
+        Closer::Human => {
+            let mut body = json!({"verb": verb, "decision": d.id});
+            if let Some(c) = choice {
+                body["choice"] = json!(c);
+            }
+            if let Some(n) = note {
+                body["note"] = json!(n);
+            }
+            let input = human_input(t, &business.id, Some(&d.id), &body)?;
+            (business.human.as_str(), HUMAN, HUMAN_RUN, Some(input))
+        }
+        Closer::Role { role, run } => (*run, *role, *run, None),
+    };
+    let row = store::insert_decision_event(
+        t,
+        &d.id,
+        kind,
+        by,
+        Some(from_run),
+        choice,
+        note,
+        input.as_deref(),
+    )?;
+    let message = if from_run != d.raised_by_run {
+        let resolved = match choice {
+            Some(c) => Some((c, d.option_text(c).ok_or(Code::InvalidChoice)?)),
+            None => None,
+        };
+        let body = store::close_body(
+            d,
+            by,
+            resolved.as_ref().map(|(c, txt)| (*c, txt.as_str())),
+            note,
+        );
+        let m = store::insert_close_message(
+            t,
+            &business.id,
+            from_role,
+            from_run,
+            &d.raised_by_role,
+            &body,
+            &d.id,
+            input.as_deref(),
+        )?;
+        Some(m.id)
+    } else {
+        None
+    };
+    let closed = store::closing_event(&t.tx, &d.id)?;
+    Ok(json!({
+        "decision": d.id,
+        "kind": kind,
+        "closed": closed,
+        "seq": row.id.parse::<i64>().ok(),
+        "input": input,
+        "message": message,
+    }))
+}
+
+fn load_open(t: &Tx<'_>, business: &str, id: &str) -> Result<DecisionRow, Code> {
+    if !ids::is_uuid(id) {
+        return Err(Code::DecisionNotFound);
+    }
+    let d = store::load(&t.tx, business, id)?.ok_or(Code::DecisionNotFound)?;
+    if !d.is_open() {
+        return Err(Code::DecisionClosed);
+    }
+    Ok(d)
+}
+
+/// `decision.resolve {id,choice,note?}`.
+pub fn resolve(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let who = closer(caller)?;
+    let id = args.str("id", 64)?;
+    let choice = args.str("choice", 160)?;
+    let note = args.opt_str("note", NOTE_MAX)?;
+    args.finish()?;
+    let config = core.config.clone();
+    let business = business_of(&config, caller.business())?;
+    core.store.write(|t| {
+        let d = load_open(t, &business.id, &id)?;
+        check_resolver(t, &d, &who)?;
+        if d.option_text(&choice).is_none() {
+            return Err(Code::InvalidChoice);
+        }
+        close(
+            t,
+            business,
+            &d,
+            &who,
+            "decision.resolve",
+            Some(&choice),
+            note.as_deref(),
+        )
+    })
+}
+
+/// `decision.withdraw {id,note?}`: the raising role instance or the human.
+pub fn withdraw(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let who = closer(caller)?;
+    let id = args.str("id", 64)?;
+    let note = args.opt_str("note", NOTE_MAX)?;
+    args.finish()?;
+    let config = core.config.clone();
+    let business = business_of(&config, caller.business())?;
+    core.store.write(|t| {
+        let d = load_open(t, &business.id, &id)?;
+        if let Closer::Role { role, run } = &who {
+            if *role != d.raised_by_role {
+                return Err(Code::NotRaiser);
+            }
+            if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(*run) {
+                return Err(Code::NotHolder);
+            }
+        }
+        close(
+            t,
+            business,
+            &d,
+            &who,
+            "decision.withdraw",
+            None,
+            note.as_deref(),
+        )
+    })
+}
+
+/// `decision.seen {id,note?}`: the resolver's acknowledgement; the decision stays open.
+pub fn seen(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    let who = closer(caller)?;
+    let id = args.str("id", 64)?;
+    let note = args.opt_str("note", NOTE_MAX)?;
+    args.finish()?;
+    let config = core.config.clone();
+    let business = business_of(&config, caller.business())?;
+    core.store.write(|t| {
+        let d = load_open(t, &business.id, &id)?;
+        check_resolver(t, &d, &who)?;
+        let (by, run) = match &who {
+            Closer::Human => (business.human.as_str(), HUMAN_RUN),
+            Closer::Role { run, .. } => (*run, *run),
+        };
+        let w = store::insert_decision_event(
+            t,
+            &d.id,
+            "seen",
+            by,
+            Some(run),
+            None,
+            note.as_deref(),
+            None,
+        )?;
+        Ok(json!({"decision": d.id, "kind": "seen", "by": by, "at": w.at}))
+    })
+}
+
+/// `decisions {list}`: human and reader sessions only.
+pub fn list(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Role { .. }) {
+        return Err(Code::HumanRequired);
+    }
+    let which = args.str("list", 16)?;
+    args.finish()?;
+    let conn = core.store.conn();
+    let business = caller.business();
+    match which.as_str() {
+        "roles" => Ok(Value::Array(
+            store::open_for_roles(conn, business)?
+                .iter()
+                .map(DecisionRow::to_json)
+                .collect(),
+        )),
+        "recent" => {
+            let mut out = Vec::new();
+            for d in store::recent_closed(conn, business, RECENT)? {
+                let mut v = d.to_json();
+                v["closed"] = store::closing_event(conn, &d.id)?;
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+        _ => Err(Code::InvalidRequest),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs() {
+        for ok in ["vikunja:3/41", "vikunja:12/1"] {
+            assert!(is_task_ref(ok), "{ok}");
+        }
+        for bad in [
+            "vikunja:3",
+            "vikunja:/41",
+            "vikunja:a/1",
+            "jira:3/41",
+            "vikunja:3/41/2",
+        ] {
+            assert!(!is_task_ref(bad), "{bad}");
+        }
+        assert!(is_requirement_ref("REQ-DEC-2"));
+        for bad in ["REQ-DEC-0", "REQ-dec-2", "REQ--2", "REQ-DEC-", "REQ-DEC-2a"] {
+            assert!(!is_requirement_ref(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn option_lists() {
+        let two = json!([{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}]);
+        assert_eq!(parse_options(Some(two)).map(|o| o.len()), Ok(2));
+        let cases = [
+            (json!("yes"), Code::InvalidOptions),
+            (json!([{"key": "yes", "text": "Yes"}]), Code::InvalidOptions),
+            (
+                json!([{"key": "a", "text": "A"}, {"key": "a", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": "-a", "text": "A"}, {"key": "b", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": "a b", "text": "A"}, {"key": "b", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": "a", "text": ""}, {"key": "b", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": "a", "text": "x\u{0}y"}, {"key": "b", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": 1, "text": "A"}, {"key": "b", "text": "B"}]),
+                Code::InvalidOptions,
+            ),
+            (
+                json!([{"key": "a"}, {"key": "b", "text": "B"}]),
+                Code::InvalidRequest,
+            ),
+            (
+                json!([{"key": "a", "text": "A", "x": 1}, {"key": "b", "text": "B"}]),
+                Code::InvalidRequest,
+            ),
+            (json!(["a", "b"]), Code::InvalidRequest),
+        ];
+        for (v, code) in cases {
+            assert_eq!(parse_options(Some(v.clone())), Err(code), "{v}");
+        }
+        let ten: Vec<Value> = (0..10)
+            .map(|i| json!({"key": format!("k{i}"), "text": "t"}))
+            .collect();
+        assert_eq!(
+            parse_options(Some(Value::Array(ten))),
+            Err(Code::InvalidOptions)
+        );
+        let long_key = "k".repeat(161);
+        assert_eq!(
+            parse_options(Some(
+                json!([{"key": long_key, "text": "A"}, {"key": "b", "text": "B"}])
+            )),
+            Err(Code::InvalidOptions)
+        );
+        let ok_key = format!("a{}", "_.:/-".repeat(31));
+        assert!(parse_options(Some(
+            json!([{"key": ok_key, "text": "A"}, {"key": "b", "text": "B"}])
+        ))
+        .is_ok());
+        assert_eq!(parse_options(None), Err(Code::InvalidOptions));
+    }
+}

@@ -1,0 +1,113 @@
+//! Group commit on a real store: requests queued behind a commit run as one
+//! batch, each in its own savepoint; a failing one leaves no trace and the
+//! others are committed; every answer comes after the batch is durable.
+
+use mosaic_bus::core::Core;
+use mosaic_bus::error::Code;
+use mosaic_bus::store::evidence::{insert_event, Actor};
+use mosaic_bus::store::root::BusDir;
+use mosaic_bus::store::Store;
+use mosaic_bus::writer::Writer;
+use mosaic_bus::BootConfig;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn core(dir: &std::path::Path) -> (Core, BusDir) {
+    let bus = BusDir::acquire(dir).unwrap();
+    let store = Store::open(&bus.db_path()).unwrap();
+    let config = BootConfig::from_json(json!({
+        "dataRoot": dir.to_str().unwrap(),
+        "businesses": {"acme": {"id": "acme", "human": "Ada",
+            "arbiters": {"technical": "pm", "delivery": "pm"},
+            "roles": {"pm": {"authority": {"withinRole": [], "crossRole": []}}}}}
+    }))
+    .unwrap();
+    (Core::new(store, Arc::new(config)), bus)
+}
+
+fn emit(core: &mut Core, subject: &str, fail: bool) -> Result<String, Code> {
+    core.store.write(|t| {
+        let w = insert_event(
+            t,
+            "acme",
+            "x.note",
+            Actor {
+                role: None,
+                run: None,
+            },
+            Some(subject),
+            &json!({}),
+        )?;
+        if fail {
+            return Err(Code::NotAuthorized);
+        }
+        Ok(w.id)
+    })
+}
+
+#[test]
+fn a_failed_request_inside_a_group_rolls_back_alone() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (core, bus) = core(d.path());
+    let (writer, thread) = Writer::spawn(core);
+
+    // Keep the writer busy so the next requests queue up behind it.
+    let w0 = writer.clone();
+    let blocker = std::thread::spawn(move || {
+        w0.run_blocking(|c| {
+            std::thread::sleep(Duration::from_millis(300));
+            c.store.batches_committed
+        })
+        .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let w = writer.clone();
+            std::thread::spawn(move || {
+                w.run_blocking(move |c| {
+                    (emit(c, &format!("s{i}"), i == 3), c.store.batches_committed)
+                })
+                .unwrap()
+            })
+        })
+        .collect();
+    let before = blocker.join().unwrap();
+    let results: Vec<(Result<String, Code>, u64)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, (r, batch)) in results.iter().enumerate() {
+        if i == 3 {
+            assert_eq!(r, &Err(Code::NotAuthorized));
+        } else {
+            assert!(r.is_ok(), "{i}: {r:?}");
+        }
+        // Each ran after the blocker's batch committed and before its own did.
+        assert_eq!(*batch, before + 1, "request {i} shared one batch");
+    }
+    let (after, subjects) = writer
+        .run_blocking(|c| {
+            let mut st = c
+                .store
+                .conn()
+                .prepare("SELECT subject FROM events ORDER BY seq")
+                .unwrap();
+            let subjects: Vec<String> = st
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            (c.store.batches_committed, subjects)
+        })
+        .unwrap();
+    assert_eq!(after, before + 2, "the six requests committed once");
+    // Arrival order between the threads is the scheduler's; the set is exact.
+    let mut sorted = subjects.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["s0", "s1", "s2", "s4", "s5"]);
+    drop(writer);
+    drop(thread.join().unwrap());
+    bus.release();
+}

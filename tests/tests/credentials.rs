@@ -1,0 +1,262 @@
+//! Credentials: file and environment references checked at start, the
+//! `credentials` read and the `credentialStatus` host op, and no token, path
+//! or variable name anywhere a client, a log or the store could show it.
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const GITEA_TOKEN: &str = "gitea-fixture-token-0123456789abcdef";
+const VIKUNJA_TOKEN: &str = "vikunja.fixture~token_ABCDEFGHIJ";
+const SYNC_TOKEN: &str = "sync-fixture-token-ZYXWVUTSRQPONM";
+const ENV_VAR: &str = "MOSAIC_TEST_VIKUNJA_PM";
+
+fn token_file(dir: &Path, name: &str, content: &[u8], mode: u32) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    std::fs::set_permissions(&p, PermissionsExt::from_mode(mode)).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn config_with(root: &Path, gitea: Value, vikunja: Value, sync: Option<Value>) -> Value {
+    let mut cfg = config(root);
+    cfg["businesses"]["acme"]["roles"]["pm"]["credentials"] =
+        json!({"gitea": gitea, "vikunja": vikunja});
+    if let Some(s) = sync {
+        cfg["businesses"]["acme"]["sync"] = json!({"vikunja": s});
+    }
+    cfg
+}
+
+fn far_date() -> &'static str {
+    "2099-03-01"
+}
+
+#[test]
+fn loaded_credentials_are_listed_without_secrets() {
+    let root = data_root();
+    let secrets = data_root();
+    let g = token_file(
+        secrets.path(),
+        "gitea",
+        format!("{GITEA_TOKEN}\n").as_bytes(),
+        0o600,
+    );
+    let s = token_file(secrets.path(), "sync", SYNC_TOKEN.as_bytes(), 0o600);
+    let cfg = config_with(
+        root.path(),
+        json!({"file": g, "rotateBy": "2020-01-01"}),
+        json!({"env": ENV_VAR, "expires": far_date(), "bot": "acme-pm-bot"}),
+        Some(json!({"file": s, "expires": "2020-06-01", "bot": "acme-sync"})),
+    );
+    let (mut b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let reader = b.reader_cap();
+    let rows = b.call(&reader, "credentials", Value::Null);
+    assert_eq!(
+        rows["result"],
+        json!([
+            {"service": "gitea", "account": null, "role": "pm", "dateKind": "rotateBy", "date": "2020-01-01", "state": "rotation-due"},
+            {"service": "vikunja", "account": "acme-pm-bot", "role": "pm", "dateKind": "expires", "date": far_date(), "state": "valid"},
+            {"service": "vikunja", "account": "acme-sync", "role": "tracker sync", "dateKind": "expires", "date": "2020-06-01", "state": "expired"},
+        ])
+    );
+    let status = b.op(json!({"op": "credentialStatus", "business": "acme", "role": "pm", "id": 3}));
+    assert_eq!(
+        status,
+        json!({"ok": true, "id": 3, "result": [
+            {"service": "gitea", "date": "2020-01-01", "state": "rotation-due"},
+            {"service": "vikunja", "date": far_date(), "state": "valid"},
+        ]})
+    );
+    assert_eq!(
+        b.op(json!({"op": "credentialStatus", "business": "acme", "role": "nobody"}))["error"],
+        json!("unknown-role")
+    );
+    // A role session may not list credentials; a reader may not claim.
+    let mut p = sleeper();
+    let cap = b.bind("pm", "run-cred", p.id());
+    assert_eq!(
+        b.call(&cap, "credentials", Value::Null)["error"],
+        json!("human-required")
+    );
+    assert_eq!(
+        b.call(&reader, "credentials", json!({"x": 1}))["error"],
+        json!("invalid-request")
+    );
+    let mut replies = vec![rows.to_string(), status.to_string()];
+    replies.push(
+        b.call(&reader, "trail", json!({"subject": "run-cred"}))
+            .to_string(),
+    );
+    let path = b.stderr_path.clone();
+    b.close();
+    let logs = std::fs::read_to_string(path).unwrap_or_default();
+    let db = std::fs::read(root.path().join("bus/bus.sqlite")).unwrap();
+    for secret in [
+        GITEA_TOKEN,
+        VIKUNJA_TOKEN,
+        SYNC_TOKEN,
+        ENV_VAR,
+        secrets.path().to_str().unwrap(),
+    ] {
+        assert!(!logs.contains(secret), "{secret} in logs");
+        assert!(
+            !replies.iter().any(|r| r.contains(secret)),
+            "{secret} in a reply"
+        );
+        assert!(
+            !db.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{secret} in the store"
+        );
+    }
+    let _ = p.kill();
+    let _ = p.wait();
+}
+
+#[test]
+fn bad_references_refuse_the_start_with_a_code_that_names_no_path() {
+    let root = data_root();
+    let secrets = data_root();
+    let good = token_file(secrets.path(), "good", GITEA_TOKEN.as_bytes(), 0o600);
+    let loose = token_file(secrets.path(), "loose", GITEA_TOKEN.as_bytes(), 0o640);
+    let exec = token_file(secrets.path(), "exec", GITEA_TOKEN.as_bytes(), 0o700);
+    let link = secrets.path().join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let big = token_file(
+        secrets.path(),
+        "big",
+        "a".repeat(16 * 1024 + 1).as_bytes(),
+        0o600,
+    );
+    let malformed = token_file(
+        secrets.path(),
+        "bad",
+        b"has spaces in it, not a token",
+        0o600,
+    );
+    let short = token_file(secrets.path(), "short", b"abc", 0o600);
+    let two_lf = token_file(
+        secrets.path(),
+        "lf",
+        format!("{GITEA_TOKEN}\n\n").as_bytes(),
+        0o600,
+    );
+    let inside_root = token_file(root.path(), "inside", GITEA_TOKEN.as_bytes(), 0o600);
+    let repo = data_root();
+    let in_repo = token_file(repo.path(), "token", GITEA_TOKEN.as_bytes(), 0o600);
+    let dir = secrets.path().join("adir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o600)).unwrap();
+    let viki = json!({"env": ENV_VAR, "expires": far_date()});
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"file": loose, "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        (
+            json!({"file": exec, "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        (
+            json!({"file": link.to_str().unwrap(), "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        (
+            json!({"file": dir.to_str().unwrap(), "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        (
+            json!({"file": big, "rotateBy": far_date()}),
+            "credential-size",
+        ),
+        (
+            json!({"file": malformed, "rotateBy": far_date()}),
+            "credential-format",
+        ),
+        (
+            json!({"file": short, "rotateBy": far_date()}),
+            "credential-format",
+        ),
+        (
+            json!({"file": two_lf, "rotateBy": far_date()}),
+            "credential-format",
+        ),
+        (
+            json!({"file": inside_root, "rotateBy": far_date()}),
+            "credential-path",
+        ),
+        (
+            json!({"file": in_repo, "rotateBy": far_date()}),
+            "credential-path",
+        ),
+        (
+            json!({"file": secrets.path().join("missing").to_str().unwrap(), "rotateBy": far_date()}),
+            "credential-missing",
+        ),
+        (
+            json!({"file": good, "rotateBy": "2099-3-1"}),
+            "credential-date",
+        ),
+        (
+            json!({"file": good, "rotateBy": "2099-02-30"}),
+            "credential-date",
+        ),
+        (
+            json!({"file": good, "expires": far_date()}),
+            "credential-date",
+        ),
+        (json!({"file": good}), "credential-date"),
+        (
+            json!({"file": "relative/token", "rotateBy": far_date()}),
+            "invalid-business",
+        ),
+    ];
+    for (gitea, code) in cases {
+        let mut cfg = config_with(root.path(), gitea.clone(), viki.clone(), None);
+        cfg["repoRoots"] = json!([repo.path()]);
+        let (mut b, reply) = Broker::spawn_with(
+            root.path(),
+            json!({"op": "boot", "config": cfg}),
+            &[(ENV_VAR, VIKUNJA_TOKEN)],
+        );
+        assert_eq!(reply, json!({"ok": false, "error": code}), "{gitea}");
+        let exit = b.wait(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(exit.code(), Some(2));
+        let err = b.stderr();
+        assert!(err.contains(&format!(r#"{{"error":"{code}"}}"#)), "{err}");
+        assert!(
+            !err.contains(secrets.path().to_str().unwrap()),
+            "a path in: {err}"
+        );
+        assert!(!err.contains(GITEA_TOKEN));
+    }
+    // A missing environment variable.
+    let cfg = config_with(
+        root.path(),
+        json!({"file": good, "rotateBy": far_date()}),
+        viki.clone(),
+        None,
+    );
+    let (_b, reply) = Broker::spawn(root.path(), cfg);
+    assert_eq!(reply, json!({"ok": false, "error": "credential-missing"}));
+    // And the good configuration starts.
+    let cfg = config_with(
+        root.path(),
+        json!({"file": good, "rotateBy": far_date()}),
+        viki,
+        None,
+    );
+    let (b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    b.close();
+}

@@ -1,0 +1,973 @@
+//! Decisions, authority and single-use approvals on real brokers: real
+//! `mosaic-bus` children, real sockets, real SQLite. Human-routed
+//! resolutions need a proven human session and are tested in process
+//! (broker/tests/decisions_human.rs).
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Child;
+
+const ROLES: [&str; 4] = ["pm", "cto", "dev", "qa"];
+
+fn business() -> Value {
+    json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "pm"},
+        "roles": {
+            "pm": {"authority": {"withinRole": ["message.send", "record.write"],
+                                 "crossRole": ["git.merge.protected"]}},
+            "cto": {"authority": {"withinRole": ["message.send", "review.verdict"],
+                                  "crossRole": ["git.merge.protected"]}},
+            "dev": {"authority": {"withinRole": ["record.write"],
+                                  "crossRole": ["git.merge.protected", "role.revoke"]}},
+            "qa": {"authority": {"withinRole": [], "crossRole": []}}
+        },
+        "launch": {"by": "pm", "instances": ["cto", "dev", "qa"]},
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    })
+}
+
+fn config_with(root: &Path, business: Value) -> Value {
+    json!({"dataRoot": root, "businesses": {"acme": business}, "readers": ["acme"]})
+}
+
+/// A broker with pm, cto, dev and qa bound (runs `<role>-1`) and claimed.
+struct Env {
+    root: tempfile::TempDir,
+    b: Option<Broker>,
+    procs: HashMap<&'static str, Child>,
+    caps: HashMap<&'static str, String>,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env::with(business())
+    }
+
+    fn with(business: Value) -> Env {
+        let root = data_root();
+        let mut e = Env {
+            root,
+            b: None,
+            procs: HashMap::new(),
+            caps: HashMap::new(),
+        };
+        for r in ROLES {
+            e.procs.insert(r, sleeper());
+        }
+        e.boot(business);
+        for r in ROLES {
+            let c = e.call(r, "role.claim", Value::Null);
+            assert_eq!(c["ok"], json!(true), "{c}");
+        }
+        e
+    }
+
+    fn boot(&mut self, business: Value) {
+        let (mut b, reply) =
+            Broker::spawn(self.root.path(), config_with(self.root.path(), business));
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        for r in ROLES {
+            let pid = self.procs[r].id();
+            self.caps.insert(r, b.bind(r, &format!("{r}-1"), pid));
+        }
+        self.b = Some(b);
+    }
+
+    /// Close the broker and start a new one on the same data root.
+    fn restart(&mut self, business: Value) {
+        if let Some(b) = self.b.take() {
+            b.close();
+        }
+        self.boot(business);
+    }
+
+    fn broker(&mut self) -> &mut Broker {
+        self.b.as_mut().expect("broker running")
+    }
+
+    fn call(&self, role: &str, verb: &str, args: Value) -> Value {
+        self.b
+            .as_ref()
+            .expect("broker")
+            .call(&self.caps[role], verb, args)
+    }
+
+    fn reader(&self, verb: &str, args: Value) -> Value {
+        let b = self.b.as_ref().expect("broker");
+        b.call(&b.reader_cap(), verb, args)
+    }
+
+    fn raise(&self, role: &str, extra: Value) -> Value {
+        let mut args = json!({
+            "action": "git.merge.protected", "question": "Merge the work?",
+            "options": [{"key": "yes", "text": "Merge it"}, {"key": "no", "text": "Not yet"}],
+            "recommendation": "yes", "blocking": false,
+        });
+        if let (Some(a), Value::Object(x)) = (args.as_object_mut(), extra) {
+            for (k, v) in x {
+                if v.is_null() {
+                    a.remove(&k);
+                } else {
+                    a.insert(k, v);
+                }
+            }
+        }
+        self.call(role, "decision.raise", args)
+    }
+
+    /// Raises and returns the decision (asserting success).
+    fn raised(&self, role: &str, extra: Value) -> Value {
+        let r = self.raise(role, extra);
+        assert_eq!(r["ok"], json!(true), "raise: {r}");
+        r["result"].clone()
+    }
+
+    fn resolve(&self, role: &str, id: &Value, choice: &str) -> Value {
+        self.call(
+            role,
+            "decision.resolve",
+            json!({"id": id, "choice": choice}),
+        )
+    }
+
+    fn authorize(
+        &mut self,
+        role: &str,
+        action: &str,
+        target: Option<&str>,
+        decision: Option<&Value>,
+    ) -> Value {
+        let cap = self.caps[role].clone();
+        let mut op = json!({"op": "authorize", "cap": cap, "action": action});
+        if let Some(t) = target {
+            op["target"] = json!(t);
+        }
+        if let Some(d) = decision {
+            op["decision"] = d.clone();
+        }
+        self.broker().op(op)
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(
+            self.root.path().join("bus/bus.sqlite"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open db read-only")
+    }
+
+    fn count(&self, sql: &str, p: &str) -> i64 {
+        self.db().query_row(sql, [p], |r| r.get(0)).expect("count")
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(b) = self.b.take() {
+            drop(b);
+        }
+        for (_, mut c) in self.procs.drain() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn err(r: &Value) -> &str {
+    assert_eq!(r["ok"], json!(false), "expected a refusal: {r}");
+    r["error"].as_str().unwrap_or("")
+}
+
+const MERGE_TARGET: &str = "vikunja:3/41";
+
+#[test]
+fn raise_checks_its_choices_in_the_spec_order_and_every_field_code() {
+    let e = Env::new();
+    let two = json!([{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}]);
+    let cases: Vec<(Value, &str)> = vec![
+        // options first: a bad option list wins over a bad recommendation and approval choice
+        (
+            json!({"options": "yes", "recommendation": "maybe", "approvalChoice": "nope"}),
+            "invalid-options",
+        ),
+        (
+            json!({"options": [{"key": "yes", "text": "Yes"}], "recommendation": "maybe"}),
+            "invalid-options",
+        ),
+        (
+            json!({"options": [{"key": "yes", "text": "A"}, {"key": "yes", "text": "B"}]}),
+            "invalid-options",
+        ),
+        (
+            json!({"options": [{"key": "_x", "text": "A"}, {"key": "yes", "text": "B"}]}),
+            "invalid-options",
+        ),
+        (
+            json!({"options": [{"key": "a", "text": ""}, {"key": "yes", "text": "B"}]}),
+            "invalid-options",
+        ),
+        (
+            json!({"options": [{"key": "a", "text": "A", "why": "x"}, {"key": "yes", "text": "B"}]}),
+            "invalid-request",
+        ),
+        (json!({"options": ["yes", "no"]}), "invalid-request"),
+        // then the recommendation, before the approval choice
+        (
+            json!({"options": two, "recommendation": "yes: because", "approvalChoice": "nope"}),
+            "invalid-recommendation",
+        ),
+        (
+            json!({"options": two, "recommendation": null}),
+            "invalid-recommendation",
+        ),
+        // then the approval choice, default `yes`
+        (
+            json!({"options": two, "approvalChoice": "ship"}),
+            "invalid-approval-choice",
+        ),
+        (
+            json!({"options": [{"key": "go", "text": "Go"}, {"key": "stop", "text": "Stop"}],
+                "recommendation": "go"}),
+            "invalid-approval-choice",
+        ),
+        // the other fields
+        (json!({"blocking": true}), "task-required"),
+        (
+            json!({"blocking": true, "task_ref": "vikunja:3"}),
+            "invalid-request",
+        ),
+        (json!({"task_ref": "jira:3/41"}), "invalid-request"),
+        (json!({"requirement_ref": "REQ-DEC-0"}), "invalid-request"),
+        (json!({"domain": "legal"}), "invalid-request"),
+        (json!({"surprise": 1}), "invalid-request"),
+        (json!({"blocking": "no"}), "invalid-request"),
+        (json!({"action": "made.up"}), "unknown-action"),
+        (json!({"project": "elsewhere"}), "unknown-project"),
+        (
+            json!({"action": "role.revoke", "target": "nobody"}),
+            "unknown-role",
+        ),
+        (json!({"action": "role.revoke"}), "invalid-request"),
+        // within-role closes at raise and needs its choice; others take none
+        (json!({"action": "record.write"}), "choice-required"),
+        (
+            json!({"action": "record.write", "choice": "maybe"}),
+            "invalid-choice",
+        ),
+        (json!({"choice": "yes"}), "invalid-choice"),
+        (
+            json!({"supersedes": "00000000-0000-4000-8000-000000000000"}),
+            "supersede-refused",
+        ),
+        (json!({"supersedes": "not-a-uuid"}), "supersede-refused"),
+    ];
+    for (extra, code) in cases {
+        let r = e.raise("dev", extra.clone());
+        assert_eq!(err(&r), code, "{extra}");
+    }
+    // A refused raise stored nothing.
+    assert_eq!(
+        e.count("SELECT count(*) FROM decisions WHERE business = ?1", "acme"),
+        0
+    );
+    // A blocking decision with a strict task ref, and every optional field.
+    let d = e.raised(
+        "dev",
+        json!({"blocking": true, "task_ref": "vikunja:3/41", "project": "site",
+               "requirement_ref": "REQ-DEC-2", "target": MERGE_TARGET, "domain": "delivery"}),
+    );
+    assert_eq!(d["blocking"], json!(true));
+    assert_eq!(d["task_ref"], json!("vikunja:3/41"));
+    assert_eq!(
+        d["options"],
+        json!([{"key": "yes", "text": "Merge it"}, {"key": "no", "text": "Not yet"}])
+    );
+    assert_eq!(
+        d["authorization"],
+        json!({"action": "git.merge.protected", "target": MERGE_TARGET, "approvalChoice": "yes"})
+    );
+    // A reader may not raise.
+    assert_eq!(err(&e.reader("decision.raise", json!({}))), "read-only");
+}
+
+#[test]
+fn a_released_role_cannot_raise() {
+    let e = Env::new();
+    let r = e.call("qa", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.raise("qa", json!({"action": "prd.approve"}))),
+        "not-holder"
+    );
+}
+
+#[test]
+fn routing_is_fixed_at_raise() {
+    let e = Env::new();
+    // (raiser, extra args, class, routed_to, state)
+    let cases: Vec<(&str, Value, &str, &str, &str)> = vec![
+        // within-role closes atomically with its choice
+        (
+            "dev",
+            json!({"action": "record.write", "choice": "no"}),
+            "within-role",
+            "dev",
+            "resolved",
+        ),
+        // cross-role: the delivery arbiter, or the technical one by domain
+        ("dev", json!({}), "cross-role", "pm", "open"),
+        (
+            "dev",
+            json!({"domain": "technical"}),
+            "cross-role",
+            "cto",
+            "open",
+        ),
+        // the arbiter is the raiser: the human resolves, the class stays cross-role
+        ("pm", json!({}), "cross-role", "human", "open"),
+        (
+            "cto",
+            json!({"domain": "technical"}),
+            "cross-role",
+            "human",
+            "open",
+        ),
+        // unlisted actions and hard waits are gated to the human
+        (
+            "dev",
+            json!({"action": "prd.approve"}),
+            "gated",
+            "human",
+            "open",
+        ),
+        (
+            "qa",
+            json!({"action": "message.send", "target": "pm"}),
+            "gated",
+            "human",
+            "open",
+        ),
+        ("pm", json!({"action": "deploy"}), "gated", "human", "open"),
+        // role.launch: within-role for launch.by, gated for anyone else
+        (
+            "pm",
+            json!({"action": "role.launch", "target": "qa", "choice": "yes"}),
+            "within-role",
+            "pm",
+            "resolved",
+        ),
+        (
+            "dev",
+            json!({"action": "role.launch", "target": "qa"}),
+            "gated",
+            "human",
+            "open",
+        ),
+    ];
+    for (raiser, extra, class, to, state) in cases {
+        let d = e.raised(raiser, extra.clone());
+        assert_eq!(d["class"], json!(class), "{raiser} {extra}");
+        assert_eq!(d["routed_to"], json!(to), "{raiser} {extra}");
+        assert_eq!(d["state"], json!(state), "{raiser} {extra}");
+        assert_eq!(d["raised_by_role"], json!(raiser));
+        assert_eq!(d["raised_by_run"], json!(format!("{raiser}-1")));
+    }
+    // The within-role close is one `resolved` row by the raising run.
+    let d = e.raised("dev", json!({"action": "record.write", "choice": "yes"}));
+    assert_eq!(d["choice"], json!("yes"));
+    let id = d["id"].as_str().unwrap();
+    assert_eq!(
+        e.count("SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'resolved' AND by = 'dev-1'", id),
+        1
+    );
+    // The raise's context event: action.allowed for decision.raise, not a use.
+    let ev = d["event"].as_str().unwrap();
+    let body: String = e
+        .db()
+        .query_row(
+            "SELECT body FROM events WHERE id = ?1 AND kind = 'action.allowed'",
+            [ev],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["action"], json!("decision.raise"));
+    assert_eq!(body["authorization"]["approvalChoice"], json!("yes"));
+    assert_eq!(
+        e.count(
+            "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+            id
+        ),
+        0
+    );
+}
+
+#[test]
+fn cross_role_approval_is_single_use_across_paths_and_restarts() {
+    let mut e = Env::new();
+    let d = e.raised("dev", json!({"target": MERGE_TARGET}));
+    let id = d["id"].clone();
+    // Not yet resolved: not approved. Without a decision: decision required.
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
+        "decision-not-approved"
+    );
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), None)),
+        "decision-required"
+    );
+    // Only the routed role's holder resolves.
+    assert_eq!(err(&e.resolve("cto", &id, "yes")), "not-resolver");
+    assert_eq!(err(&e.resolve("dev", &id, "yes")), "not-resolver");
+    assert_eq!(err(&e.resolve("pm", &id, "maybe")), "invalid-choice");
+    assert_eq!(
+        err(&e.call("pm", "decision.seen", json!({"id": "nope"}))),
+        "decision-not-found"
+    );
+    assert_eq!(
+        err(&e.call("dev", "decision.seen", json!({"id": id}))),
+        "not-resolver"
+    );
+    let s = e.call("pm", "decision.seen", json!({"id": id, "note": "looking"}));
+    assert_eq!(s["ok"], json!(true), "{s}");
+    let r = e.call(
+        "pm",
+        "decision.resolve",
+        json!({"id": id, "choice": "yes", "note": "ship it"}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(err(&e.resolve("pm", &id, "no")), "decision-closed");
+    assert_eq!(
+        err(&e.call("dev", "decision.withdraw", json!({"id": id}))),
+        "decision-closed"
+    );
+
+    // The close message to the raising role, exact text, from the closing role and run.
+    let ids = id.as_str().unwrap();
+    let (from_role, from_run, to, class, body, request): (String, String, String, String, String, Option<String>) = e
+        .db()
+        .query_row(
+            "SELECT from_role, from_run, to_role, class, body, request FROM messages WHERE decision = ?1",
+            [ids],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            from_role.as_str(),
+            from_run.as_str(),
+            to.as_str(),
+            class.as_str()
+        ),
+        ("pm", "pm-1", "dev", "DECISION")
+    );
+    assert_eq!(
+        body,
+        format!("Decision {ids} on git.merge.protected was resolved by pm-1: yes (Merge it).\nNote: ship it")
+    );
+    assert_eq!(request, None);
+
+    // Mismatches: another target, another instance, another action.
+    assert_eq!(
+        err(&e.authorize(
+            "dev",
+            "git.merge.protected",
+            Some("vikunja:3/42"),
+            Some(&id)
+        )),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", None, Some(&id))),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.authorize("cto", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.authorize("dev", "role.revoke", Some(MERGE_TARGET), Some(&id))),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.authorize(
+            "dev",
+            "git.merge.protected",
+            Some(MERGE_TARGET),
+            Some(&json!("00000000-0000-4000-8000-000000000000"))
+        )),
+        "decision-not-found"
+    );
+    assert_eq!(
+        err(&e.authorize("dev", "made.up", None, None)),
+        "unknown-action"
+    );
+
+    // The approval: once.
+    let ok = e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id));
+    assert_eq!(ok["ok"], json!(true), "{ok}");
+    assert_eq!(ok["result"]["allowed"], json!(true));
+    let event = ok["result"]["event"].as_str().unwrap().to_string();
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
+        "decision-consumed"
+    );
+    assert_eq!(
+        e.count(
+            "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+            ids
+        ),
+        1
+    );
+    let body: String = e
+        .db()
+        .query_row("SELECT body FROM events WHERE id = ?1", [&event], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"action": "git.merge.protected", "target": MERGE_TARGET, "decision": ids, "class": "cross-role"})
+    );
+
+    // After a restart (new broker, same data root), still consumed.
+    e.restart(business());
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
+        "decision-consumed"
+    );
+}
+
+#[test]
+fn a_class_change_in_policy_is_a_mismatch_in_either_direction() {
+    let mut e = Env::new();
+    // cross-role at raise, gated after the policy changes
+    let cross = e.raised("dev", json!({"target": MERGE_TARGET}))["id"].clone();
+    let r = e.resolve("pm", &cross, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // gated at raise (dev may not record... qa lists nothing), cross-role after
+    let gated = e.raised("qa", json!({"target": MERGE_TARGET}))["id"].clone();
+    let mut changed = business();
+    changed["roles"]["dev"]["authority"]["crossRole"] = json!(["role.revoke"]);
+    changed["roles"]["qa"]["authority"]["crossRole"] = json!(["git.merge.protected"]);
+    e.restart(changed.clone());
+    assert_eq!(
+        err(&e.authorize(
+            "dev",
+            "git.merge.protected",
+            Some(MERGE_TARGET),
+            Some(&cross)
+        )),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.authorize(
+            "qa",
+            "git.merge.protected",
+            Some(MERGE_TARGET),
+            Some(&gated)
+        )),
+        "decision-mismatch"
+    );
+    // The refused uses spent nothing: back under the raise-time policy, it works once.
+    e.restart(business());
+    let ok = e.authorize(
+        "dev",
+        "git.merge.protected",
+        Some(MERGE_TARGET),
+        Some(&cross),
+    );
+    assert_eq!(ok["ok"], json!(true), "{ok}");
+}
+
+#[test]
+fn a_within_role_approval_is_single_use_and_other_options_refuse() {
+    let mut e = Env::new();
+    // Without a decision, within-role authorize keeps its behaviour: allowed, every time.
+    for _ in 0..2 {
+        let r = e.authorize("dev", "record.write", Some("docs/a.md"), None);
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    let yes = e.raised(
+        "dev",
+        json!({"action": "record.write", "target": "docs/a.md", "choice": "yes"}),
+    )["id"]
+        .clone();
+    let no = e.raised(
+        "dev",
+        json!({"action": "record.write", "target": "docs/a.md", "choice": "no"}),
+    )["id"]
+        .clone();
+    assert_eq!(
+        err(&e.authorize("dev", "record.write", Some("docs/a.md"), Some(&no))),
+        "decision-not-approved"
+    );
+    let r = e.authorize("dev", "record.write", Some("docs/a.md"), Some(&yes));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.authorize("dev", "record.write", Some("docs/a.md"), Some(&yes))),
+        "decision-consumed"
+    );
+    // A custom approval choice.
+    let ship = e.raised(
+        "dev",
+        json!({"action": "record.write", "options": [{"key": "ship", "text": "Ship"}, {"key": "hold", "text": "Hold"}],
+               "recommendation": "hold", "approvalChoice": "ship", "choice": "ship"}),
+    );
+    assert_eq!(ship["authorization"]["approvalChoice"], json!("ship"));
+    let r = e.authorize("dev", "record.write", None, Some(&ship["id"]));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // Not the holder: a released role authorizes nothing.
+    let r = e.call("dev", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true));
+    assert_eq!(
+        err(&e.authorize("dev", "record.write", None, None)),
+        "not-holder"
+    );
+}
+
+#[test]
+fn withdraw_supersede_and_the_decisions_lists() {
+    let e = Env::new();
+    let a = e.raised("dev", json!({"target": MERGE_TARGET}))["id"].clone();
+    // Another role cannot supersede or withdraw it.
+    assert_eq!(
+        err(&e.raise("cto", json!({"supersedes": a}))),
+        "supersede-refused"
+    );
+    assert_eq!(
+        err(&e.call("cto", "decision.withdraw", json!({"id": a}))),
+        "not-raiser"
+    );
+    // The same role instance supersedes it in the raise's transaction.
+    let b = e.raised("dev", json!({"target": MERGE_TARGET, "supersedes": a}));
+    assert_eq!(b["supersedes"], a);
+    assert_eq!(err(&e.resolve("pm", &a, "yes")), "decision-closed");
+    // A closed decision cannot be superseded again.
+    assert_eq!(
+        err(&e.raise("dev", json!({"supersedes": a}))),
+        "supersede-refused"
+    );
+    // The raising run's own withdraw.
+    let w = e.call(
+        "dev",
+        "decision.withdraw",
+        json!({"id": b["id"], "note": "not needed"}),
+    );
+    assert_eq!(w["ok"], json!(true), "{w}");
+    // Neither the supersede nor the raising run's withdraw sends a message.
+    assert_eq!(
+        e.count("SELECT count(*) FROM messages WHERE business = ?1", "acme"),
+        0
+    );
+
+    let open = e.raised("dev", json!({"domain": "technical"}))["id"].clone(); // routed to cto
+    let _human = e.raised("pm", json!({})); // routed to the human
+    let c = e.raised("cto", json!({}))["id"].clone(); // routed to pm
+                                                      // roles: open decisions routed to a role, oldest first; never the human's.
+    let roles = e.reader("decisions", json!({"list": "roles"}));
+    let ids: Vec<Value> = roles["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![open.clone(), c.clone()]);
+    assert_eq!(
+        roles["result"][0]["authorization"]["approvalChoice"],
+        json!("yes")
+    );
+    assert_eq!(roles["result"][0]["blocking"], json!(false));
+    // recent: closed ones, newest close first, each with its closing row.
+    let r = e.resolve("pm", &c, "no");
+    assert_eq!(r["ok"], json!(true));
+    let recent = e.reader("decisions", json!({"list": "recent"}));
+    let rows = recent["result"].as_array().unwrap();
+    let got: Vec<(Value, Value)> = rows
+        .iter()
+        .map(|d| (d["id"].clone(), d["closed"]["kind"].clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (c.clone(), json!("resolved")),
+            (b["id"].clone(), json!("withdrawn")),
+            (a.clone(), json!("withdrawn"))
+        ]
+    );
+    assert_eq!(rows[0]["closed"]["choice"], json!("no"));
+    assert_eq!(rows[1]["closed"]["note"], json!("not needed"));
+    // Roles may not list; bad lists refuse.
+    assert_eq!(
+        err(&e.call("pm", "decisions", json!({"list": "roles"}))),
+        "human-required"
+    );
+    assert_eq!(
+        err(&e.reader("decisions", json!({"list": "all"}))),
+        "invalid-request"
+    );
+    assert_eq!(
+        err(&e.reader("decisions", json!({"list": "roles", "x": 1}))),
+        "invalid-request"
+    );
+    // Readers resolve nothing.
+    assert_eq!(
+        err(&e.reader("decision.resolve", json!({"id": open, "choice": "yes"}))),
+        "read-only"
+    );
+}
+
+#[test]
+fn role_revoke_needs_the_approval_for_this_target_and_holder() {
+    let mut e = Env::new();
+    // dev may revoke across roles: routed to pm; the decision records qa's holder.
+    let d = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}));
+    assert_eq!(d["target_holder"], json!("qa-1"));
+    assert_eq!(d["routed_to"], json!("pm"));
+    let id = d["id"].clone();
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "qa", "decision": id}))),
+        "decision-not-approved"
+    );
+    let r = e.resolve("pm", &id, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.call(
+            "dev",
+            "role.revoke",
+            json!({"role": "nobody", "decision": id})
+        )),
+        "unknown-role"
+    );
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "cto", "decision": id}))),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.call("pm", "role.revoke", json!({"role": "qa", "decision": id}))),
+        "decision-mismatch"
+    );
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "qa"}))),
+        "invalid-request"
+    );
+    let r = e.call("dev", "role.revoke", json!({"role": "qa", "decision": id}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(r["result"]["run"], json!("qa-1"));
+    // The revoked run never claims that role again, also after a restart.
+    assert_eq!(err(&e.call("qa", "role.claim", Value::Null)), "run-revoked");
+    e.restart(business());
+    assert_eq!(err(&e.call("qa", "role.claim", Value::Null)), "run-revoked");
+    // The approval was spent: no other path uses it.
+    assert_eq!(
+        err(&e.authorize("dev", "role.revoke", Some("qa"), Some(&id))),
+        "decision-consumed"
+    );
+}
+
+#[test]
+fn role_revoke_refuses_another_holder_incarnation_and_a_spent_approval() {
+    let mut e = Env::new();
+    let d = e.raised("dev", json!({"action": "role.revoke", "target": "cto"}))["id"].clone();
+    let r = e.resolve("pm", &d, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // cto-1 releases; a new run cto-2 claims: another incarnation.
+    let r = e.call("cto", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true));
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "cto", "decision": d}))),
+        "not-held"
+    );
+    let mut p2 = sleeper();
+    let cap2 = e.broker().bind("cto", "cto-2", p2.id());
+    let r = e.broker().call(&cap2, "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "cto", "decision": d}))),
+        "decision-mismatch"
+    );
+    let _ = p2.kill();
+    let _ = p2.wait();
+
+    // Spent through authorize first: role.revoke then refuses decision-consumed.
+    let q = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
+    let r = e.resolve("pm", &q, "yes");
+    assert_eq!(r["ok"], json!(true));
+    let r = e.authorize("dev", "role.revoke", Some("qa"), Some(&q));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", json!({"role": "qa", "decision": q}))),
+        "decision-consumed"
+    );
+    // qa still holds its role: the refused revoke wrote nothing.
+    let r = e.call("qa", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+}
+
+#[test]
+fn launch_authority_and_host_refusals() {
+    let mut e = Env::new();
+    // launch.by launches within-role; anyone else needs a (gated) decision.
+    let pm = e.caps["pm"].clone();
+    let dev = e.caps["dev"].clone();
+    let r = e
+        .broker()
+        .op(json!({"op": "authorizeLaunch", "cap": pm, "instance": "qa", "id": 5}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(r["id"], json!(5));
+    assert_eq!(r["result"]["allowed"], json!(true));
+    let r = e
+        .broker()
+        .op(json!({"op": "authorizeLaunch", "cap": dev, "instance": "qa"}));
+    assert_eq!(err(&r), "decision-required");
+    let r = e
+        .broker()
+        .op(json!({"op": "authorizeLaunch", "cap": pm, "instance": "nobody"}));
+    assert_eq!(err(&r), "unknown-role");
+    // Both refusals are on record as action.refused against the caller.
+    let refused: Vec<(String, String)> = {
+        let db = e.db();
+        let mut s = db
+            .prepare("SELECT run, body FROM events WHERE kind = 'action.refused' ORDER BY seq")
+            .unwrap();
+        let rows = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    assert_eq!(refused.len(), 2);
+    assert_eq!(refused[0].0, "dev-1");
+    let b0: Value = serde_json::from_str(&refused[0].1).unwrap();
+    assert_eq!(
+        b0,
+        json!({"action": "role.launch", "target": "qa", "code": "decision-required"})
+    );
+    let b1: Value = serde_json::from_str(&refused[1].1).unwrap();
+    assert_eq!(b1["code"], json!("unknown-role"));
+
+    // refuse: the code only; a task ref subject files it on the task's trail.
+    let r = e
+        .broker()
+        .op(json!({"op": "refuse", "cap": pm, "code": "capacity", "subject": "vikunja:3/41"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let trail = e.call("pm", "trail", json!({"subject": "vikunja:3/41"}));
+    let recs = trail["result"].as_array().unwrap();
+    assert!(
+        recs.iter()
+            .any(|x| x["kind"] == json!("action.refused")
+                && x["body"] == json!({"code": "capacity"})),
+        "{trail}"
+    );
+    let r = e
+        .broker()
+        .op(json!({"op": "refuse", "cap": pm, "code": "spawn-failed", "subject": "qa"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let ev = r["result"]["event"].as_str().unwrap().to_string();
+    let subject: Option<String> = e
+        .db()
+        .query_row("SELECT subject FROM events WHERE id = ?1", [&ev], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(subject, None);
+    let r = e
+        .broker()
+        .op(json!({"op": "refuse", "cap": pm, "code": "Not A Code"}));
+    assert_eq!(err(&r), "invalid-request");
+    let r = e
+        .broker()
+        .op(json!({"op": "refuse", "cap": "nope", "code": "capacity"}));
+    assert_eq!(err(&r), "unknown-capability");
+    let reader = e.broker().reader_cap();
+    let r = e
+        .broker()
+        .op(json!({"op": "authorize", "cap": reader, "action": "record.write"}));
+    assert_eq!(err(&r), "read-only");
+    let r = e
+        .broker()
+        .op(json!({"op": "authorize", "cap": pm, "action": "record.write", "extra": 1}));
+    assert_eq!(err(&r), "invalid-request");
+    // The verdict key is accepted (its task.close check is issue 6's).
+    let r = e
+        .broker()
+        .op(json!({"op": "authorize", "cap": pm, "action": "record.write", "verdict": "x"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+
+    // Launch toggles are the human's: roles and readers are refused.
+    assert_eq!(
+        err(&e.call("pm", "launch.revoke", Value::Null)),
+        "human-required"
+    );
+    assert_eq!(
+        err(&e.reader("launch.restore", Value::Null)),
+        "human-required"
+    );
+}
+
+#[test]
+fn a_raise_whose_close_could_not_reach_the_raiser_is_refused_and_logged() {
+    let mut b = business();
+    b["roles"]["pm"]["definition"] = json!("product");
+    b["roles"]["dev"]["messaging"] = json!({"sendTo": ["pm"], "receiveFrom": ["product"]});
+    let e = Env::with(b);
+    // cross-role to pm (definition `product`, listed): fine
+    let d = e.raised("dev", json!({}));
+    assert_eq!(d["routed_to"], json!("pm"));
+    // technical arbiter cto is not listed; neither is the human for a gated route
+    let r = e.raise(
+        "dev",
+        json!({"domain": "technical", "task_ref": "vikunja:3/41"}),
+    );
+    assert_eq!(err(&r), "decision-route-refused");
+    assert_eq!(
+        err(&e.raise("dev", json!({"action": "prd.approve"}))),
+        "decision-route-refused"
+    );
+    // within-role raises are exempt
+    let w = e.raised("dev", json!({"action": "record.write", "choice": "yes"}));
+    assert_eq!(w["class"], json!("within-role"));
+    // Nothing stored for the refusals; each one logged as action.refused.
+    assert_eq!(
+        e.count("SELECT count(*) FROM decisions WHERE business = ?1", "acme"),
+        2
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE kind = 'action.refused' AND run = ?1 AND json_extract(body, '$.code') = 'decision-route-refused'", "dev-1"),
+        2
+    );
+    let trail = e.call("dev", "trail", json!({"subject": "vikunja:3/41"}));
+    assert!(
+        trail["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["kind"] == json!("action.refused")),
+        "{trail}"
+    );
+}
+
+#[test]
+fn authority_maps_may_name_only_routed_actions() {
+    let root = data_root();
+    for (list, action) in [
+        ("withinRole", "deploy"),
+        ("crossRole", "spend"),
+        ("crossRole", "made.up"),
+    ] {
+        let mut b = business();
+        b["roles"]["qa"]["authority"][list] = json!([action]);
+        let (_b, reply) = Broker::spawn(root.path(), config_with(root.path(), b));
+        assert_eq!(
+            reply,
+            json!({"ok": false, "error": "invalid-business"}),
+            "{list} {action}"
+        );
+    }
+    let mut b = business();
+    b["roles"]["qa"]["authority"]["crossRole"] = json!(["prd.approve", "role.launch", "routine"]);
+    let (b, reply) = Broker::spawn(root.path(), config_with(root.path(), b));
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    b.close();
+}

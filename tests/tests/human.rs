@@ -1,0 +1,372 @@
+//! Human and tester sessions end to end: the real static shims, the real
+//! broker and its real `mosaic-proofd`, real process trees.
+//!
+//! The suite may itself run under a coding agent whose environment carries
+//! the very markers the proof refuses, so positive cases start their tree
+//! detached with a clean environment (`setsid -f env -i`, the spec's
+//! accepted trust limit); refusals run as the test's own descendants.
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Root test runners hold every capability; a human's shim holds none, and
+/// the capability-less proof helper may read only such a process's environ.
+fn drop_bounding_set() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    Ok(())
+}
+
+fn wait_file(p: &Path) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if let Ok(s) = std::fs::read_to_string(p) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", p.display());
+}
+
+struct Shim<'a> {
+    exe: PathBuf,
+    socket: &'a Path,
+    dir: &'a Path,
+}
+
+impl Shim<'_> {
+    /// Runs `script_prefix; SHIM SOCKET < req > out` under `/bin/sh`, detached
+    /// and clean, or as our descendant with `parent_env` / `shim_env`.
+    fn run(
+        &self,
+        req: &Value,
+        detach: bool,
+        parent_env: &[&str],
+        shim_env: &[&str],
+        pre: &str,
+    ) -> (Value, i32) {
+        let tag = format!("{:016x}", rand_u64());
+        let input = self.dir.join(format!("{tag}.in"));
+        let out = self.dir.join(format!("{tag}.out"));
+        std::fs::write(&input, req.to_string()).unwrap();
+        let script = format!(
+            "{pre} /usr/bin/env -i {} {} {} < {} > {}.tmp; echo $? > {}.rc; mv {}.tmp {}",
+            shim_env
+                .iter()
+                .map(|e| sh_quote(e))
+                .collect::<Vec<_>>()
+                .join(" "),
+            sh_quote(self.exe.to_str().unwrap()),
+            sh_quote(self.socket.to_str().unwrap()),
+            sh_quote(input.to_str().unwrap()),
+            sh_quote(out.to_str().unwrap()),
+            sh_quote(out.to_str().unwrap()),
+            sh_quote(out.to_str().unwrap()),
+            sh_quote(out.to_str().unwrap()),
+        );
+        let mut cmd = if detach {
+            let mut c = Command::new("setsid");
+            c.args(["-f", "/usr/bin/env", "-i"]);
+            c
+        } else {
+            let mut c = Command::new("/usr/bin/env");
+            c.arg("-i");
+            c
+        };
+        cmd.args(parent_env).arg("/bin/sh").arg("-c").arg(script);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only prctl between fork and exec.
+        unsafe { cmd.pre_exec(drop_bounding_set) };
+        let mut child = cmd.spawn().unwrap();
+        let reply = wait_file(&out);
+        let _ = child.wait();
+        let rc: i32 = wait_file(&PathBuf::from(format!("{}.rc", out.display())))
+            .trim()
+            .parse()
+            .unwrap();
+        let v: Value = serde_json::from_str(reply.trim()).unwrap_or(Value::Null);
+        (v, rc)
+    }
+}
+
+fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .unwrap();
+    u64::from_le_bytes(b)
+}
+
+fn env_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("mosaic-shim-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    d
+}
+
+#[test]
+fn human_from_a_clean_tree_succeeds_and_refusals_have_their_codes() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let io = env_dir();
+    let socket = b.socket.clone();
+    let human = Shim {
+        exe: bin("mosaic-human-cli"),
+        socket: &socket,
+        dir: io.path(),
+    };
+    let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "nothing"}});
+
+    // A clean, detached tree: the human is bound.
+    let (r, rc) = human.run(&trail, true, &[], &[], "");
+    assert_eq!(r, json!({"ok": true, "result": []}), "{}", b.stderr());
+    assert_eq!(rc, 0);
+    // A human-only session can't claim a role.
+    let (r, rc) = human.run(
+        &json!({"business": "acme", "verb": "role.claim"}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r, json!({"ok": false, "error": "agent-required"}));
+    assert_eq!(rc, 1);
+    // An unknown business.
+    let (r, _) = human.run(
+        &json!({"business": "globex", "verb": "trail", "args": {"subject": "x"}}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r["error"], json!("unknown-business"));
+
+    // A run marker in the shim's own environment.
+    let (r, rc) = human.run(&trail, true, &[], &["CLAUDECODE=1"], "");
+    assert_eq!(r["error"], json!("proof-run-marker"));
+    assert_eq!(rc, 1);
+    // A run marker in an ancestor's environment.
+    let (r, _) = human.run(&trail, true, &["MOSAIC_RUN_ID=run-9"], &[], "");
+    assert_eq!(r["error"], json!("proof-run-marker"));
+
+    // A copy of the shim at another path.
+    let copy = io.path().join("mosaic-human-cli");
+    std::fs::copy(bin("mosaic-human-cli"), &copy).unwrap();
+    let impostor = Shim {
+        exe: copy,
+        socket: &socket,
+        dir: io.path(),
+    };
+    let (r, _) = impostor.run(&trail, true, &[], &[], "");
+    assert_eq!(r["error"], json!("proof-exe"));
+
+    // A shim under a bound launch: the launch's process is the shim's parent.
+    let pidfile = io.path().join("launch.pid");
+    let go = io.path().join("go");
+    let pre = format!(
+        "echo $$ > {p}.tmp; mv {p}.tmp {p}; while [ ! -e {g} ]; do sleep 0.02; done;",
+        p = sh_quote(pidfile.to_str().unwrap()),
+        g = sh_quote(go.to_str().unwrap())
+    );
+    let handle = {
+        let socket = b.socket.clone();
+        let dir = io.path().to_path_buf();
+        let req = trail.clone();
+        std::thread::spawn(move || {
+            let s = Shim {
+                exe: bin("mosaic-human-cli"),
+                socket: &socket,
+                dir: &dir,
+            };
+            s.run(&req, true, &[], &[], &pre)
+        })
+    };
+    let pid: u32 = wait_file(&pidfile).trim().parse().unwrap();
+    b.bind("dev", "run-under", pid);
+    std::fs::write(&go, b"").unwrap();
+    let (r, _) = handle.join().unwrap();
+    assert_eq!(r["error"], json!("proof-launch-ancestor"));
+
+    // A shim in its own PID namespace reports a pid the kernel doesn't confirm.
+    let ns_out = io.path().join("ns.out");
+    let status = Command::new("setsid")
+        .args([
+            "-f",
+            "/usr/bin/env",
+            "-i",
+            "/usr/bin/unshare",
+            "-p",
+            "-f",
+            "/bin/sh",
+            "-c",
+        ])
+        .arg(format!(
+            "echo '{}' | {} {} > {}.tmp; mv {}.tmp {}",
+            trail,
+            sh_quote(bin("mosaic-human-cli").to_str().unwrap()),
+            sh_quote(b.socket.to_str().unwrap()),
+            sh_quote(ns_out.to_str().unwrap()),
+            sh_quote(ns_out.to_str().unwrap()),
+            sh_quote(ns_out.to_str().unwrap()),
+        ))
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ns: Value = serde_json::from_str(wait_file(&ns_out).trim()).unwrap();
+    assert_eq!(ns["error"], json!("proof-pid"), "inside a PID namespace");
+
+    b.close();
+}
+
+#[test]
+fn a_forged_raw_request_naming_another_pid_is_refused() {
+    let root = data_root();
+    let b = Broker::start(root.path());
+    let me = std::process::id();
+    let parent = std::os::unix::process::parent_id();
+    let req = json!({"human": {"pid": parent, "startTime": start_time(parent), "nonce": "0123456789abcdef0123456789abcdef"},
+                     "business": "acme", "verb": "trail", "args": {"subject": "x"}});
+    assert_eq!(
+        raw_request(&b.socket, format!("{req}\n").as_bytes()),
+        json!({"ok": false, "error": "proof-pid"})
+    );
+    // A process without the shim's executable that names itself truthfully
+    // (a capability-less child, as any agent's process would be).
+    let script = r#"
+import json, os, socket, sys
+st = open('/proc/self/stat').read()
+start = int(st[st.rindex(')') + 2:].split(' ')[19])
+req = {"human": {"pid": os.getpid(), "startTime": start, "nonce": "0123456789abcdef0123456789abcdef"},
+       "business": "acme", "verb": "trail", "args": {"subject": "x"}}
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall((json.dumps(req) + "\n").encode()); s.shutdown(socket.SHUT_WR)
+print(s.makefile().readline().strip())
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).arg(&b.socket).env_clear();
+    // SAFETY: only prctl between fork and exec.
+    unsafe { cmd.pre_exec(drop_bounding_set) };
+    let out = cmd.output().unwrap();
+    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(v, json!({"ok": false, "error": "proof-exe"}));
+    let _ = me;
+    b.close();
+}
+
+#[test]
+fn tester_sessions() {
+    let root = data_root();
+    let b = Broker::start(root.path());
+    let io = env_dir();
+    let tester = Shim {
+        exe: bin("mosaic-tester-cli"),
+        socket: &b.socket,
+        dir: io.path(),
+    };
+    let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "x"}});
+    let (r, rc) = tester.run(&trail, true, &[], &[], "");
+    assert_eq!(r, json!({"ok": true, "result": []}));
+    assert_eq!(rc, 0);
+    // Claude and Codex markers pass for a tester; managed-run evidence doesn't.
+    let (r, _) = tester.run(&trail, true, &["CLAUDECODE=1"], &[], "");
+    assert_eq!(r, json!({"ok": true, "result": []}));
+    let (r, _) = tester.run(&trail, true, &["MOSAIC_RUN_ID=r1"], &[], "");
+    assert_eq!(r["error"], json!("tester-required"));
+    let (r, _) = tester.run(&trail, true, &[], &["MOSAIC_BUS_CAP=x"], "");
+    assert_eq!(r["error"], json!("tester-required"));
+    // Verbs outside the tester's list.
+    let (r, _) = tester.run(
+        &json!({"business": "acme", "verb": "role.claim"}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r["error"], json!("tester-refused"));
+    let (r, _) = tester.run(
+        &json!({"business": "acme", "verb": "launch.revoke"}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r["error"], json!("tester-refused"));
+    // The human shim's nonce does not prove a tester and vice versa: the
+    // tester shim's request sent with the human key fails the nonce check.
+    b.close();
+
+    // bus.tester off: the proof passes but the session does not bind.
+    let root = data_root();
+    let mut cfg = config(root.path());
+    cfg["businesses"]["acme"]["vars"] = json!({"bus.tester": "true"});
+    let (b, reply) = Broker::spawn(root.path(), cfg);
+    assert_eq!(reply["ok"], json!(true));
+    let tester = Shim {
+        exe: bin("mosaic-tester-cli"),
+        socket: &b.socket,
+        dir: io.path(),
+    };
+    let (r, _) = tester.run(&trail, true, &[], &[], "");
+    assert_eq!(r["error"], json!("tester-off"));
+    b.close();
+}
+
+#[test]
+fn a_dead_proof_helper_refuses_then_is_replaced() {
+    let root = data_root();
+    let b = Broker::start(root.path());
+    let io = env_dir();
+    let human = Shim {
+        exe: bin("mosaic-human-cli"),
+        socket: &b.socket,
+        dir: io.path(),
+    };
+    let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "x"}});
+    assert_eq!(human.run(&trail, true, &[], &[], "").0["ok"], json!(true));
+    // Find the broker's proofd child and kill it.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", b.child.id()))
+        .unwrap_or_default();
+    let mut killed = 0;
+    for pid in children.split_whitespace() {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if exe.ends_with("mosaic-proofd") {
+            unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
+            killed += 1;
+        }
+    }
+    assert_eq!(killed, 1, "the broker runs one proof helper");
+    std::thread::sleep(Duration::from_millis(100));
+    let (first, _) = human.run(&trail, true, &[], &[], "");
+    let (second, _) = human.run(&trail, true, &[], &[], "");
+    // The request that finds it dead may refuse; the helper is restarted and
+    // the next request succeeds. Other sessions are unaffected meanwhile.
+    assert!(
+        first == json!({"ok": true, "result": []}) || first["error"] == json!("proof-unavailable"),
+        "{first}"
+    );
+    assert_eq!(second, json!({"ok": true, "result": []}));
+    assert_eq!(
+        b.call(&b.reader_cap(), "trail", json!({"subject": "x"}))["ok"],
+        json!(true)
+    );
+    b.close();
+}
