@@ -12,6 +12,7 @@ pub mod config;
 pub mod core;
 pub mod credentials;
 pub mod error;
+pub mod hardening;
 pub mod host;
 pub mod ids;
 pub mod policy;

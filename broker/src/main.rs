@@ -25,14 +25,19 @@ Usage:
   mosaic-bus --help | --version
 
   --host-fd N       serve the host protocol on inherited socket fd N
-  --control PATH    listen for one host connection at a time on PATH (0600)
+  --control PATH    listen for one host connection at a time on PATH (0600);
+                    reports to systemd via $NOTIFY_SOCKET (READY=1, STATUS=)
   --demo [DIR]      boot the shipped example business on DIR (default ./mosaic-data)
                     and serve until Ctrl-C
   --log-level LEVEL error, warn, info (default), debug or trace
 
 Exit status: 0 after close, SIGTERM or SIGINT; 2 on a refused start, a
-host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr).
+host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr),
+or on a second signal while closing (the lock stays: see docs/operations.md).
 ";
+
+/// The control socket, removed on every orderly exit (close op or signal).
+static CONTROL_PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 enum Mode {
     HostFd(i32),
@@ -94,6 +99,8 @@ fn parse_args() -> Result<(Mode, String), Option<ExitCode>> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists: capabilities and no_new_privs are per thread.
+    let hardening = mosaic_bus::hardening::apply();
     // SAFETY: umask has no preconditions; every file we create is private.
     unsafe { libc::umask(0o077) };
     let (mode, level) = match parse_args() {
@@ -104,12 +111,14 @@ fn main() -> ExitCode {
             return refuse(Code::Usage);
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
-        .init();
+    // Only control mode reports to systemd; the variable is taken out of the
+    // environment either way, so neither the proof helper nor (in fd mode) a
+    // broker forked by a host running under systemd talks to that manager.
+    mosaic_bus::host::notify::init(matches!(mode, Mode::Control(_)));
+    init_logging(&level);
+    for (step, errno) in &hardening.failed {
+        tracing::warn!(step, errno, "hardening step failed");
+    }
     let shared: Shared = Arc::new(Mutex::new(None));
     install_signals(shared.clone());
     let verifier: VerifierFactory = mosaic_bus::proof::spawn_default;
@@ -117,6 +126,21 @@ fn main() -> ExitCode {
         Mode::HostFd(fd) => host_fd(fd, &shared, verifier),
         Mode::Control(path) => control(&path, &shared, verifier),
         Mode::Demo(dir) => demo(dir, &shared),
+    }
+}
+
+/// One line per event on stderr, no colours. Under journald (which stamps
+/// each line itself) the timestamp is left out.
+fn init_logging(level: &str) {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level));
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().init();
+    } else {
+        builder.init();
     }
 }
 
@@ -167,6 +191,7 @@ fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -
         return refuse(Code::UnsafePath);
     };
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    let _ = CONTROL_PATH.set(path.to_path_buf());
     mosaic_bus::host::notify::send("READY=1\nSTATUS=waiting for the host");
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
@@ -192,7 +217,9 @@ fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -
                 continue;
             }
             End::BootRefused(code) => {
-                mosaic_bus::host::notify::send("STATUS=waiting for the host (boot refused)");
+                mosaic_bus::host::notify::send(&format!(
+                    "STATUS=waiting for the host (boot refused: {code})"
+                ));
                 tracing::warn!(code = code.as_str(), "boot refused");
                 continue;
             }
@@ -264,7 +291,9 @@ fn install_signals(shared: Shared) {
         .spawn(move || {
             for _ in signals.forever() {
                 if closing.swap(true, Ordering::SeqCst) {
-                    // A second signal while closing: give up at once.
+                    // A second signal while closing: give up at once. The
+                    // lock stays, as after a crash (docs/operations.md).
+                    tracing::warn!("second signal while closing: exiting without an orderly close");
                     std::process::exit(2);
                 }
                 let c = closing.clone();
@@ -274,6 +303,9 @@ fn install_signals(shared: Shared) {
                     let rt = s.lock().ok().and_then(|mut g| g.take());
                     if let Some(rt) = rt {
                         rt.close();
+                    }
+                    if let Some(p) = CONTROL_PATH.get() {
+                        let _ = std::fs::remove_file(p);
                     }
                     let _ = c;
                     std::process::exit(0);

@@ -88,6 +88,7 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
                 if let (Some(id), Some(o)) = (id, reply.as_object_mut()) {
                     o.insert("id".into(), Value::from(id));
                 }
+                super::notify::booted(&rt.socket_path());
                 *slot = Some(rt);
                 drop(slot);
                 if send(&mut writer, &reply).is_err() {

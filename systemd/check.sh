@@ -1,0 +1,39 @@
+#!/bin/sh
+# Verifies and scores every unit in this directory without installing:
+# binaries come from target/debug (build them first), user units see a
+# scratch $HOME whose .cargo/bin and .local/bin link to them (the two install
+# places the units use), and system units are checked
+# on a copy whose ExecStart= points at target/debug.
+#   sh systemd/check.sh
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(cd "$here/../target/debug" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p -m 0700 "$scratch/home/.cargo/bin" "$scratch/home/.local/bin" "$scratch/run" "$scratch/sys"
+for b in "$bin"/mosaic-*; do
+    if [ -x "$b" ] && [ -f "$b" ]; then
+        ln -s "$b" "$scratch/home/.cargo/bin/"
+        ln -s "$b" "$scratch/home/.local/bin/"
+    fi
+done
+export HOME="$scratch/home" XDG_RUNTIME_DIR="$scratch/run"
+status=0
+for unit in "$here"/*.service "$here"/*.socket; do
+    [ -e "$unit" ] || continue
+    name=$(basename "$unit")
+    if grep -q '^User=' "$unit"; then
+        # A system unit (runs as User=): check it in system mode.
+        sed "s#/usr/local/bin/#$bin/#g" "$unit" > "$scratch/sys/$name"
+        target="$scratch/sys/$name"; mode=""
+    else
+        target="$unit"; mode="--user"
+    fi
+    if systemd-analyze $mode verify "$target"; then
+        echo "verify $name: ok"
+    else
+        echo "verify $name: FAILED"; status=1
+    fi
+    systemd-analyze $mode security --offline=yes "$target" | tail -n 1
+done
+exit $status
