@@ -236,6 +236,25 @@ codes! {
     ReservedEvent => "reserved-event",
     /// A `task.created` event's `body.request` names no `human.input` of the business.
     HumanInputRequired => "human-input-required",
+    // --- reviews and pushes (issue 6) ---
+    /// `review.request`: `commit` is an older pushed commit of the task, not its latest push.
+    StaleCommit => "stale-commit",
+    /// `review.request`: `commit` was never pushed for the task (or the task has no push).
+    UnknownCommit => "unknown-commit",
+    /// `review.request`: `to` is the caller's own role.
+    SelfReview => "self-review",
+    /// `review.request`: `to` holds no `review.verdict` authority (within-role or cross-role).
+    NotAReviewer => "not-a-reviewer",
+    /// `review.verdict` or `reviewFetch`: no `review.requested` event on the task addressed to the caller's role.
+    RequestNotFound => "request-not-found",
+    /// `review.verdict`: the request already has a verdict.
+    VerdictExists => "verdict-exists",
+    /// `authorize` `task.close` on a pushed task: `verdict` names no `review.verdict` event on that task.
+    VerdictNotFound => "verdict-not-found",
+    /// `authorize` `task.close` on a pushed task: the cited verdict is not `approve`.
+    VerdictNotApprove => "verdict-not-approve",
+    /// `authorize` `task.close` on a pushed task: the cited verdict is for an older commit than the latest push.
+    VerdictStale => "verdict-stale",
 }
 
 impl fmt::Display for Code {

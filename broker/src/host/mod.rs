@@ -5,4 +5,5 @@
 pub mod channel;
 pub mod notify;
 pub mod ops;
+pub mod pushes;
 pub mod records;

@@ -7,7 +7,7 @@ use crate::server::envelope::{self, refusal};
 use serde_json::{json, Map, Value};
 
 /// Ops the spec names that later issues will serve.
-const PLANNED: &[&str] = &["checkPush", "recordPush", "reviewFetch"];
+const PLANNED: &[&str] = &[];
 
 /// What the channel loop should do after answering.
 pub enum After {
@@ -56,6 +56,9 @@ pub fn handle(rt: &Runtime, v: Value) -> (Value, After) {
         "credentialStatus" => credential_status(rt, m).map(|r| json!({"ok": true, "result": r})),
         "recordEvent" => record_event(rt, m).map(|r| json!({"ok": true, "result": r})),
         "recordTask" => record_task(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "checkPush" => check_push(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "recordPush" => record_push(rt, m).map(|r| json!({"ok": true, "result": r})),
+        "reviewFetch" => review_fetch(rt, m).map(|r| json!({"ok": true, "result": r})),
         "close" => Err(Code::InvalidRequest),
         other if PLANNED.contains(&other) => Err(Code::NotImplemented),
         _ => Err(Code::UnknownOp),
@@ -196,4 +199,38 @@ fn record_task(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
     rt.writer().run_blocking(move |c| {
         super::records::record_task(c, &business, &task_ref, &read_at, fields)
     })?
+}
+
+fn check_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let task_ref = take_str(&mut m, "task_ref")?;
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer()
+        .run_blocking(move |c| super::pushes::check_push(c, &cap, &task_ref))?
+}
+
+fn record_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let Some(Value::Object(push)) = m.remove("push") else {
+        return Err(Code::InvalidRequest);
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer()
+        .run_blocking(move |c| super::pushes::record_push(c, &cap, push))?
+}
+
+fn review_fetch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
+    let cap = take_str(&mut m, "cap")?;
+    let Some(Value::Object(args)) = m.remove("args") else {
+        return Err(Code::InvalidRequest);
+    };
+    if !m.is_empty() {
+        return Err(Code::InvalidRequest);
+    }
+    rt.writer()
+        .run_blocking(move |c| super::pushes::review_fetch(c, &cap, args))?
 }

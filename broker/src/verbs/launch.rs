@@ -64,7 +64,7 @@ pub fn restore(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
 }
 
 /// The role session a host op's capability names.
-fn role_of(core: &Core, cap: &str) -> Result<(String, String, String), Code> {
+pub(crate) fn role_of(core: &Core, cap: &str) -> Result<(String, String, String), Code> {
     match core.caller(cap) {
         Some(Caller::Role {
             business,
@@ -78,15 +78,20 @@ fn role_of(core: &Core, cap: &str) -> Result<(String, String, String), Code> {
 
 /// The trusted `authorize(cap, action, {target, decision, verdict})`.
 ///
-/// `verdict` is accepted and not yet checked: the `task.close` verdict rule
-/// (row 93) is issue 6's and will run in this same transaction.
+/// `task.close` on a task with a recorded push checks `verdict` in the same
+/// transaction as the `action.allowed` (row 93): it must name a
+/// `review.verdict` event on that task (`verdict-not-found`), `approve`
+/// (`verdict-not-approve`), for the task's latest pushed commit
+/// (`verdict-stale`); a refusal rolls the `action.allowed` (and any decision
+/// consumption) back. Anywhere else `verdict` is a citation the broker
+/// doesn't check.
 pub fn authorize(
     core: &mut Core,
     cap: &str,
     action: &str,
     target: Option<&str>,
     decision: Option<&str>,
-    _verdict: Option<&str>,
+    verdict: Option<&str>,
 ) -> Result<Value, Code> {
     let (business_id, role, run) = role_of(core, cap)?;
     let config = core.config.clone();
@@ -96,12 +101,38 @@ pub fn authorize(
         .ok_or(Code::UnknownBusiness)?;
     core.store.write(|t| {
         let out = store::authorize_in_tx(t, business, &role, &run, action, target, decision)?;
+        if let (true, Some(task)) = (action == "task.close", target) {
+            check_close_verdict(&t.tx, &business.id, task, verdict)?;
+        }
         Ok(json!({"allowed": true, "event": out.event.id}))
     })
 }
 
+/// The `task.close` verdict rule, for a task with a recorded push.
+fn check_close_verdict(
+    conn: &rusqlite::Connection,
+    business: &str,
+    task: &str,
+    verdict: Option<&str>,
+) -> Result<(), Code> {
+    let Some(push) = crate::store::reviews::latest_push(conn, business, task)? else {
+        // No push: the verdict is a citation the broker doesn't check.
+        return Ok(());
+    };
+    let id = verdict.ok_or(Code::VerdictNotFound)?;
+    let (v, commit) =
+        crate::store::reviews::verdict(conn, business, task, id)?.ok_or(Code::VerdictNotFound)?;
+    if v != "approve" {
+        return Err(Code::VerdictNotApprove);
+    }
+    if commit != push.commit {
+        return Err(Code::VerdictStale);
+    }
+    Ok(())
+}
+
 /// Records `action.refused` `body` against the capability's run, in its own transaction.
-fn record_refusal(
+pub(crate) fn record_refusal(
     core: &mut Core,
     business: &str,
     role: &str,

@@ -7,6 +7,7 @@ mod events;
 pub(crate) mod launch;
 pub mod messages;
 mod reads;
+pub(crate) mod reviews;
 mod roles;
 
 pub use args::Args;
@@ -40,10 +41,12 @@ const SERVED: &[&str] = &[
     "messages",
     "decisions",
     "credentials",
+    "review.request",
+    "review.verdict",
 ];
 
 /// Verbs the spec names that this build does not serve yet.
-const PLANNED: &[&str] = &["review.request", "review.verdict"];
+const PLANNED: &[&str] = &[];
 
 /// Verbs a tester session may use.
 const TESTER_VERBS: &[&str] = &[
@@ -105,6 +108,8 @@ pub fn dispatch(
         "messages" => reads::messages(core, caller, args),
         "state" => reads::state(core, caller, args),
         "requirements" => reads::requirements(core, caller, args),
+        "review.request" => reviews::request(core, caller, args),
+        "review.verdict" => reviews::verdict(core, caller, args),
         _ => Err(Code::NotImplemented),
     };
     match result {
