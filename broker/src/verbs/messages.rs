@@ -162,7 +162,7 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                     // resolution and single use, in this same transaction.
                     crate::store::decisions::consume_in_tx(
                         t,
-                        &biz,
+                        biz,
                         role,
                         run,
                         "message.send",
