@@ -23,6 +23,8 @@ pub struct Store {
     pub clock: Clock,
     /// Loaded credential tokens no evidence row may contain.
     pub tokens: crate::tokens::KnownTokens,
+    /// Delivered messages without a read receipt (see [`messages::Unread`]).
+    pub unread: messages::Unread,
 }
 
 /// A write transaction with the broker's clock beside it.
@@ -31,6 +33,8 @@ pub struct Tx<'a> {
     pub clock: &'a mut Clock,
     /// The known-token check every writer applies before inserting.
     pub tokens: &'a crate::tokens::KnownTokens,
+    /// Unread-index changes, applied when the transaction commits.
+    pub unread: Vec<messages::UnreadOp>,
 }
 
 impl Tx<'_> {
@@ -89,10 +93,12 @@ impl Store {
         configure(&conn)?;
         verify(&conn)?;
         let floor = latest_timestamp(&conn)?;
+        let unread = messages::Unread::load(&conn)?;
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
             tokens: crate::tokens::KnownTokens::default(),
+            unread,
         })
     }
 
@@ -106,10 +112,15 @@ impl Store {
             tx,
             clock: &mut self.clock,
             tokens: &self.tokens,
+            unread: Vec::new(),
         };
         match f(&mut t) {
             Ok(v) => {
-                t.tx.commit().map_err(storage)?;
+                let Tx { tx, unread, .. } = t;
+                tx.commit().map_err(storage)?;
+                for op in unread {
+                    self.unread.apply(op);
+                }
                 Ok(v)
             }
             // Dropping the transaction rolls it back. Timestamps it took are

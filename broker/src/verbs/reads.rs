@@ -25,7 +25,7 @@ pub const MESSAGES_PAGE_MAX: i64 = 200;
 pub const TASK_PAGE: usize = 50;
 pub const TASK_PAGE_MAX: usize = 200;
 /// Most stranded messages `agents` lists per role.
-pub const STRANDED: i64 = 50;
+pub const STRANDED: usize = 50;
 /// Most messages an `inbox` lists.
 pub const INBOX_MESSAGES: i64 = 100;
 
@@ -209,7 +209,7 @@ pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Cod
         }
         if full {
             let run = row["run"].as_str().unwrap_or_default().to_string();
-            agent_state(conn, b, role, &run, &mut row)?;
+            agent_state(&core.store, b, role, &run, &mut row)?;
         }
         out.push(row);
     }
@@ -218,20 +218,27 @@ pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Cod
 
 /// The spec's "Agent state" for one held role.
 fn agent_state(
-    conn: &Connection,
+    store: &crate::store::Store,
     b: &str,
     role: &str,
     run: &str,
     row: &mut Value,
 ) -> Result<(), Code> {
-    let (n, since): (i64, Option<String>) = conn
-        .prepare_cached(
-            "SELECT count(*), min(d.at) FROM deliveries d JOIN messages m ON m.id = d.message
-             WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
-               AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)",
-        )
-        .and_then(|mut s| s.query_row(params![run, b, role], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(sql_err)?;
+    let conn = store.conn();
+    // Working and stranded come from the writer's unread index (delivered,
+    // no receipt, in delivery order), so they cost the unread set, not the
+    // delivery history.
+    let mut n = 0usize;
+    let mut since: Option<&str> = None;
+    let mut stranded = Vec::new();
+    for e in store.unread.of_role(b, role) {
+        if e.run == run {
+            n += 1;
+            since = since.or(Some(e.at.as_str()));
+        } else if stranded.len() < STRANDED {
+            stranded.push(json!({"id": e.message, "from": e.from_role, "run": e.run, "at": e.at}));
+        }
+    }
     let working = if n > 0 {
         json!({"messages": n, "since": since})
     } else {
@@ -253,24 +260,6 @@ fn agent_state(
                 "blocking": r.get::<_, i64>(3)? == 1,
                 "task_ref": r.get::<_, Option<String>>(4)?,
                 "at": r.get::<_, String>(5)?,
-            }))
-        },
-    )?;
-    let stranded = collect(
-        conn,
-        "SELECT m.id, m.from_role, d.run, d.at FROM deliveries d JOIN messages m ON m.id = d.message
-         WHERE d.run IN (SELECT DISTINCT c.run FROM role_claims c
-                         WHERE c.business = ?1 AND c.role = ?2 AND c.op = 'claim' AND c.run <> ?3)
-           AND m.business = ?1 AND m.to_role = ?2
-           AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)
-         ORDER BY d.seq LIMIT ?4",
-        params![b, role, run, STRANDED],
-        |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "from": r.get::<_, String>(1)?,
-                "run": r.get::<_, String>(2)?,
-                "at": r.get::<_, String>(3)?,
             }))
         },
     )?;
