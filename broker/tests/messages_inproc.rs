@@ -1229,6 +1229,15 @@ fn within_role_decision_is_a_citation_cross_role_needs_authority() {
     assert_eq!(bodies.len(), 2);
     assert!(bodies.iter().all(|b| !b.contains(&d)), "{bodies:?}");
     assert_eq!(e.count("SELECT count(*) FROM decision_events"), 0);
+    // The decision's trail lists the decision and the messages citing it, in write order.
+    let trail = e.ok(&reader(), "trail", json!({"subject": d}));
+    let recs: Vec<&str> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(recs, vec!["decision", "message", "message"]);
     // A decision of another business is not found; a send outside the role needs authority.
     let other = e.raise("beta", "pm", "human", "gated");
     assert_eq!(
