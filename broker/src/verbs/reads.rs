@@ -119,55 +119,44 @@ fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<
 // --- inbox ----------------------------------------------------------------
 
 /// `inbox`: for human, reader and tester sessions the human's inbox (open
-/// decisions routed to the human, then the newest unread messages to the
-/// human, listed oldest first); for a role session its own (open decisions
-/// routed to the role, then its messages not yet received and those its run
-/// received and hasn't read).
+/// decisions routed to the human, then messages to the human it received and
+/// hasn't read, then those not yet received); for a role session its own
+/// (open decisions routed to the role, then its messages its run received and
+/// hasn't read, then those not yet received). At most 100 messages, oldest
+/// first within each part, each with `delivered_at` (null when waiting).
 pub fn inbox(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
     args.finish()?;
     let b = caller.business();
-    let conn = core.store.conn();
-    match caller {
-        Caller::Role { role, run, .. } => {
-            let decisions = open_decisions(conn, b, role)?;
-            let sql = format!(
-                "SELECT {MESSAGE_COLUMNS}, d.at FROM deliveries d JOIN messages m ON m.id = d.message
-                 WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
-                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
-                 ORDER BY m.seq LIMIT ?4"
-            );
-            let mut messages = collect(conn, &sql, params![run, b, role, INBOX_MESSAGES], |r| {
-                let mut m = message_json(r)?;
-                m["delivered_at"] = json!(r.get::<_, String>(12)?);
-                Ok(m)
-            })?;
-            let room = usize::try_from(INBOX_MESSAGES)
-                .unwrap_or(100)
-                .saturating_sub(messages.len());
-            for mut m in msgs::undelivered(conn, b, role, room)? {
-                m["delivered_at"] = Value::Null;
-                messages.push(m);
-            }
-            Ok(json!({"role": role, "decisions": decisions, "messages": messages}))
-        }
-        _ => {
-            let decisions = open_decisions(conn, b, HUMAN)?;
-            let sql = format!(
-                "SELECT {MESSAGE_COLUMNS}, (SELECT at FROM deliveries d WHERE d.message = m.id)
-                 FROM messages m
-                 WHERE m.business = ?1 AND m.to_role = 'human'
-                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
-                 ORDER BY m.seq DESC LIMIT ?2"
-            );
-            let mut messages = collect(conn, &sql, params![b, INBOX_MESSAGES], |r| {
-                let mut m = message_json(r)?;
-                m["delivered_at"] = json!(r.get::<_, Option<String>>(12)?);
-                Ok(m)
-            })?;
-            messages.reverse();
-            Ok(json!({"role": HUMAN, "decisions": decisions, "messages": messages}))
-        }
+    let (address, run) = match caller {
+        Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
+        _ => (HUMAN, super::messages::HUMAN_RUN),
+    };
+    let store = &core.store;
+    let conn = store.conn();
+    let decisions = open_decisions(conn, b, address)?;
+    let cap = usize::try_from(INBOX_MESSAGES).unwrap_or(100);
+    let mut messages = Vec::new();
+    // Received and unread, from the writer's unread index (costs the unread set).
+    let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
+    let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
+    for e in store
+        .unread
+        .of_role(b, address)
+        .filter(|e| e.run == run)
+        .take(cap)
+    {
+        let mut m = stmt
+            .query_row([&e.message], message_json)
+            .map_err(sql_err)?;
+        m["delivered_at"] = json!(e.at);
+        messages.push(m);
     }
+    let room = cap.saturating_sub(messages.len());
+    for mut m in msgs::undelivered(conn, b, address, room)? {
+        m["delivered_at"] = Value::Null;
+        messages.push(m);
+    }
+    Ok(json!({"role": address, "decisions": decisions, "messages": messages}))
 }
 
 // --- agents ---------------------------------------------------------------
