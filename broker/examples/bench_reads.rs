@@ -337,7 +337,14 @@ fn main() {
         drop(s);
         (t.elapsed().as_secs_f64() * 1e4).round() / 10.0
     };
-    let opens = json!({"small_ms": open_ms(&small), "large_ms": open_ms(&big)});
+    let scan_ms = |b: &Built| {
+        let t = Instant::now();
+        let u = msgs::Unread::load(b.core.store.conn()).unwrap_or_else(|e| fail("unread scan", e));
+        drop(u);
+        (t.elapsed().as_secs_f64() * 1e4).round() / 10.0
+    };
+    let opens = json!({"small_ms": open_ms(&small), "large_ms": open_ms(&big),
+        "unread_scan_small_ms": scan_ms(&small), "unread_scan_large_ms": scan_ms(&big)});
     let mut out = Vec::new();
     for (name, verb, args, as_role, iters) in reads {
         let (sa, ba) = if verb == "trail" {
