@@ -219,6 +219,9 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
 /// `message.receive`: up to 100 undelivered messages to the caller's address,
 /// oldest first, each recorded as delivered to the caller's run.
 pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Reader { .. }) {
+        return Err(Code::ReadOnly);
+    }
     args.finish()?;
     let business = caller.business().to_string();
     core.store.write(|t| {
@@ -237,6 +240,9 @@ pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
 
 /// `message.read {id}`: the recipient holder acknowledges its own delivery.
 pub fn read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Reader { .. }) {
+        return Err(Code::ReadOnly);
+    }
     let id = args.str("id", 64)?;
     args.finish()?;
     let business = caller.business().to_string();
