@@ -102,6 +102,7 @@ CREATE TABLE messages (
 );
 CREATE INDEX messages_to ON messages(business, to_role, seq);
 CREATE INDEX messages_reply ON messages(in_reply_to, seq) WHERE in_reply_to IS NOT NULL;
+CREATE INDEX messages_decision ON messages(decision, seq) WHERE decision IS NOT NULL;
 
 -- A message is handed over at most once; the run it went to is recorded.
 CREATE TABLE deliveries (

@@ -1229,6 +1229,15 @@ fn within_role_decision_is_a_citation_cross_role_needs_authority() {
     assert_eq!(bodies.len(), 2);
     assert!(bodies.iter().all(|b| !b.contains(&d)), "{bodies:?}");
     assert_eq!(e.count("SELECT count(*) FROM decision_events"), 0);
+    // The decision's trail lists the decision and the messages citing it, in write order.
+    let trail = e.ok(&reader(), "trail", json!({"subject": d}));
+    let recs: Vec<&str> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(recs, vec!["decision", "message", "message"]);
     // A decision of another business is not found; a send outside the role needs authority.
     let other = e.raise("beta", "pm", "human", "gated");
     assert_eq!(
@@ -1256,4 +1265,53 @@ fn within_role_decision_is_a_citation_cross_role_needs_authority() {
         e.count("SELECT count(*) FROM events WHERE role = 'dev' AND kind = 'action.allowed'"),
         0
     );
+}
+
+#[test]
+fn unread_index_follows_commits_only_and_matches_a_reopen() {
+    let mut e = Env::new();
+    let (pm, cto) = (role("pm", "run-p"), role("cto", "run-c"));
+    e.ok(&pm, "role.claim", Value::Null);
+    e.ok(&cto, "role.claim", Value::Null);
+    let a = e.ok(&pm, "message.send", json!({"to": "cto", "body": "a"}));
+    let b = e.ok(&pm, "message.send", json!({"to": "cto", "body": "b"}));
+    e.ok(&cto, "message.receive", Value::Null);
+    e.ok(&cto, "message.read", json!({"id": a["id"]}));
+    // A delivery and a receipt in a transaction that rolls back leave no trace.
+    let c = e.ok(&pm, "message.send", json!({"to": "cto", "body": "c"}));
+    let (cid, bid) = (
+        c["id"].as_str().unwrap().to_string(),
+        b["id"].as_str().unwrap().to_string(),
+    );
+    let r = e.core.store.write(|t| {
+        mosaic_bus::store::messages::insert_delivery(t, &cid, "run-c")?;
+        mosaic_bus::store::messages::insert_read_receipt(t, &bid, "run-c")?;
+        Err::<(), _>(Code::InvalidRequest)
+    });
+    assert_eq!(r, Err(Code::InvalidRequest));
+    let agents = e.ok(&human(), "agents", Value::Null);
+    let row = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["role"] == "cto")
+        .unwrap()
+        .clone();
+    assert_eq!(row["working"]["messages"], json!(1));
+    // Reopening the store rebuilds the same index from the evidence.
+    let cfg = e.core.config.clone();
+    let store = Store::open(&e.bus.db_path()).unwrap();
+    e.core = Core::new(store, cfg);
+    assert_eq!(e.ok(&human(), "agents", Value::Null), agents);
+    e.ok(&cto, "message.read", json!({"id": b["id"]}));
+    let agents = e.ok(&human(), "agents", Value::Null);
+    let row = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["role"] == "cto")
+        .unwrap()
+        .clone();
+    assert_eq!(row["working"], Value::Null);
+    assert_eq!(row["state"], json!("idle"));
 }

@@ -205,7 +205,7 @@ impl Broker {
                 .to_string();
             let c = call(&b.socket, &cap, "role.claim", Value::Null);
             if c["ok"] != json!(true) {
-                die("claim");
+                die(&format!("claim: {c}"));
             }
             b.caps.push(cap);
         }
@@ -229,7 +229,11 @@ impl Broker {
             .unwrap_or(0)
     }
 
+    /// Releases every claim (a later broker on the same store claims again), then closes.
     fn close(mut self) {
+        for cap in &self.caps {
+            let _ = call(&self.socket, cap, "role.release", Value::Null);
+        }
         let _ = self.op(json!({"op": "close"}));
         let _ = self.child.wait();
     }

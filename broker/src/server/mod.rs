@@ -61,13 +61,10 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::R
 async fn handle(mut stream: UnixStream, ctx: &Ctx) {
     // Peer identity comes from the kernel before any byte is parsed.
     let peer = stream.peer_cred().ok();
-    let pidfd = mosaic_proofd::procfs::PidFd::from_peer(&stream)
-        .ok()
-        .flatten();
     let reply =
         match frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE).await {
             Err(code) => refusal(code, None),
-            Ok(bytes) => request(ctx, &bytes, peer.and_then(|p| p.pid()), pidfd).await,
+            Ok(bytes) => request(ctx, &stream, &bytes, peer.and_then(|p| p.pid())).await,
         };
     let mut line = reply.to_string().into_bytes();
     line.push(b'\n');
@@ -78,12 +75,7 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx) {
     .await;
 }
 
-async fn request(
-    ctx: &Ctx,
-    bytes: &[u8],
-    peer_pid: Option<i32>,
-    pidfd: Option<mosaic_proofd::procfs::PidFd>,
-) -> Value {
+async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<i32>) -> Value {
     let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
         return refusal(Code::InvalidRequest, None);
     };
@@ -107,18 +99,26 @@ async fn request(
             kind,
             proof,
             business,
-        } => match ctx
-            .proof
-            .check(kind, &business, &proof, peer_pid, pidfd)
-            .await
-        {
-            Err(code) => Ok(Err(code)),
-            Ok(caller) => {
-                ctx.writer
-                    .run(move |core| verbs::dispatch(core, &caller, &verb, args))
-                    .await
+        } => {
+            // The kernel keeps the connecting process's identity on the
+            // socket, so this pidfd names that process even when taken now:
+            // if it has exited, the pidfd says so and the proof fails.
+            let pidfd = mosaic_proofd::procfs::PidFd::from_peer(stream)
+                .ok()
+                .flatten();
+            match ctx
+                .proof
+                .check(kind, &business, &proof, peer_pid, pidfd)
+                .await
+            {
+                Err(code) => Ok(Err(code)),
+                Ok(caller) => {
+                    ctx.writer
+                        .run(move |core| verbs::dispatch(core, &caller, &verb, args))
+                        .await
+                }
             }
-        },
+        }
     };
     match result.and_then(|r| r) {
         Ok(v) => envelope::ok(v, id),

@@ -72,6 +72,22 @@ pub fn insert_delivery(t: &mut Tx<'_>, message: &str, run: &str) -> Result<Strin
     t.tx.prepare_cached("INSERT INTO deliveries(message, run, at) VALUES (?1, ?2, ?3)")
         .and_then(|mut s| s.execute(params![message, run, at]))
         .map_err(sql)?;
+    let seq = t.tx.last_insert_rowid();
+    let (business, to_role, from_role): (String, String, String) =
+        t.tx.prepare_cached("SELECT business, to_role, from_role FROM messages WHERE id = ?1")
+            .and_then(|mut s| s.query_row([message], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+            .map_err(sql)?;
+    t.unread.push(UnreadOp::Delivered {
+        business,
+        to_role,
+        seq,
+        entry: UnreadEntry {
+            message: message.to_string(),
+            from_role,
+            run: run.to_string(),
+            at: at.clone(),
+        },
+    });
     Ok(at)
 }
 
@@ -82,6 +98,9 @@ pub fn insert_read_receipt(t: &mut Tx<'_>, message: &str, run: &str) -> Result<S
     t.tx.prepare_cached("INSERT INTO read_receipts(message, run, at) VALUES (?1, ?2, ?3)")
         .and_then(|mut s| s.execute(params![message, run, at]))
         .map_err(sql)?;
+    t.unread.push(UnreadOp::Read {
+        message: message.to_string(),
+    });
     Ok(at)
 }
 
@@ -226,4 +245,112 @@ pub fn undelivered(
         )
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
+/// One delivered, unread message, as the unread index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadEntry {
+    pub message: String,
+    pub from_role: String,
+    pub run: String,
+    pub at: String,
+}
+
+/// A change to the unread index a transaction makes; applied only after commit.
+#[derive(Debug, Clone)]
+pub enum UnreadOp {
+    Delivered {
+        business: String,
+        to_role: String,
+        seq: i64,
+        entry: UnreadEntry,
+    },
+    Read {
+        message: String,
+    },
+}
+
+/// Deliveries that have no read receipt, per `(business, to_role)` in
+/// delivery order: the writer's in-memory projection behind `agents`'
+/// `working` and `stranded`, so that read costs the unread set rather than
+/// the whole delivery history. Built by one scan at open; every delivery and
+/// receipt the store commits updates it (a rolled-back transaction doesn't).
+#[derive(Debug, Default)]
+pub struct Unread {
+    by_role: std::collections::HashMap<(String, String), BTreeMap<i64, UnreadEntry>>,
+    by_message: std::collections::HashMap<String, (String, String, i64)>,
+}
+
+use std::collections::BTreeMap;
+
+impl Unread {
+    /// Scans the store once.
+    pub fn load(conn: &Connection) -> Result<Unread, Code> {
+        let mut u = Unread::default();
+        let mut stmt = conn
+            .prepare(
+                "SELECT d.seq, d.message, d.run, d.at, m.business, m.to_role, m.from_role
+                 FROM deliveries d JOIN messages m ON m.id = d.message
+                 WHERE NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query([]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            u.apply(UnreadOp::Delivered {
+                seq: r.get(0).map_err(sql)?,
+                business: r.get(4).map_err(sql)?,
+                to_role: r.get(5).map_err(sql)?,
+                entry: UnreadEntry {
+                    message: r.get(1).map_err(sql)?,
+                    run: r.get(2).map_err(sql)?,
+                    at: r.get(3).map_err(sql)?,
+                    from_role: r.get(6).map_err(sql)?,
+                },
+            });
+        }
+        Ok(u)
+    }
+
+    pub fn apply(&mut self, op: UnreadOp) {
+        match op {
+            UnreadOp::Delivered {
+                business,
+                to_role,
+                seq,
+                entry,
+            } => {
+                self.by_message.insert(
+                    entry.message.clone(),
+                    (business.clone(), to_role.clone(), seq),
+                );
+                self.by_role
+                    .entry((business, to_role))
+                    .or_default()
+                    .insert(seq, entry);
+            }
+            UnreadOp::Read { message } => {
+                if let Some((b, r, seq)) = self.by_message.remove(&message) {
+                    let key = (b, r);
+                    if let Some(m) = self.by_role.get_mut(&key) {
+                        m.remove(&seq);
+                        if m.is_empty() {
+                            self.by_role.remove(&key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Unread deliveries of messages to `(business, to_role)`, oldest delivery first.
+    pub fn of_role<'a>(
+        &'a self,
+        business: &str,
+        to_role: &str,
+    ) -> impl Iterator<Item = &'a UnreadEntry> + 'a {
+        self.by_role
+            .get(&(business.to_string(), to_role.to_string()))
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
 }

@@ -27,6 +27,8 @@ pub struct Store {
     pub batches_committed: u64,
     /// Loaded credential tokens no evidence row may contain.
     pub tokens: crate::tokens::KnownTokens,
+    /// Delivered messages without a read receipt (see [`messages::Unread`]).
+    pub unread: messages::Unread,
 }
 
 /// One verb's writes: a savepoint (inside the writer's batch transaction,
@@ -36,6 +38,8 @@ pub struct Tx<'a> {
     pub clock: &'a mut Clock,
     /// The known-token check every writer applies before inserting.
     pub tokens: &'a crate::tokens::KnownTokens,
+    /// Unread-index changes, applied when the transaction commits.
+    pub unread: Vec<messages::UnreadOp>,
 }
 
 impl Tx<'_> {
@@ -94,11 +98,13 @@ impl Store {
         configure(&conn)?;
         verify(&conn)?;
         let floor = latest_timestamp(&conn)?;
+        let unread = messages::Unread::load(&conn)?;
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
             batches_committed: 0,
             tokens: crate::tokens::KnownTokens::default(),
+            unread,
         })
     }
 
@@ -111,10 +117,15 @@ impl Store {
             tx: sp,
             clock: &mut self.clock,
             tokens: &self.tokens,
+            unread: Vec::new(),
         };
         match f(&mut t) {
             Ok(v) => {
-                t.tx.commit().map_err(storage)?;
+                let Tx { tx, unread, .. } = t;
+                tx.commit().map_err(storage)?;
+                for op in unread {
+                    self.unread.apply(op);
+                }
                 Ok(v)
             }
             // Dropping the savepoint rolls it back. Timestamps it took are

@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3b";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "c9f5ff839b02491f6403a6b35cef497a89e8df51026641a24e3f5c0dfeb1cff3";
+pub const SCHEMA_SHA256: &str = "3e5df68c0d52f6bdfabc0e4e45137068c4317e70745737ad62469258f8e01904";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "9f4e244e1925f8eca3d702fcc7ac4224ee41c85e71c39b2d08b4affd8aee6ba9";
+pub const MASTER_SHA256: &str = "c0b508bee676344b0064865dfa1859a431e1c6e2306972bc819059b2cbba05a4";
 
 /// Tables whose rows carry broker timestamps.
 pub const EVIDENCE_TABLES: &[&str] = &[

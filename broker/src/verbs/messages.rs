@@ -5,7 +5,6 @@
 //! transaction: its checks, its evidence and its effects commit together.
 
 use super::Args;
-use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
@@ -42,10 +41,6 @@ pub const RECEIVE_BATCH: usize = 100;
 /// Largest message body, in bytes (a frame is at most 64 KiB anyway).
 pub const MAX_BODY: usize = 60 * 1024;
 
-fn business<'a>(core: &'a Core, id: &str) -> Result<&'a Business, Code> {
-    core.config.businesses.get(id).ok_or(Code::UnknownBusiness)
-}
-
 /// `message.send {to, body, class?, in_reply_to?, corrects?, decision?}` → `{id, request}`.
 pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
     if matches!(caller, Caller::Reader { .. }) {
@@ -62,7 +57,11 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
     if !CLASSES.contains(&class.as_str()) {
         return Err(Code::InvalidClass);
     }
-    let biz = business(core, caller.business())?.clone();
+    let config = core.config.clone();
+    let biz = config
+        .businesses
+        .get(caller.business())
+        .ok_or(Code::UnknownBusiness)?;
     let is_role = biz.roles.contains_key(&to);
 
     // Who may address whom.
@@ -163,7 +162,7 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                     // resolution and single use, in this same transaction.
                     crate::store::decisions::consume_in_tx(
                         t,
-                        &biz,
+                        biz,
                         role,
                         run,
                         "message.send",
@@ -220,6 +219,9 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
 /// `message.receive`: up to 100 undelivered messages to the caller's address,
 /// oldest first, each recorded as delivered to the caller's run.
 pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Reader { .. }) {
+        return Err(Code::ReadOnly);
+    }
     args.finish()?;
     let business = caller.business().to_string();
     core.store.write(|t| {
@@ -238,6 +240,9 @@ pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
 
 /// `message.read {id}`: the recipient holder acknowledges its own delivery.
 pub fn read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+    if matches!(caller, Caller::Reader { .. }) {
+        return Err(Code::ReadOnly);
+    }
     let id = args.str("id", 64)?;
     args.finish()?;
     let business = caller.business().to_string();

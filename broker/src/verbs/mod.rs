@@ -77,7 +77,7 @@ pub fn dispatch(
         return Err(Code::TesterRefused);
     }
     // The known-token check: the request's args, then (below) the reply.
-    if let Some(a) = &args {
+    if let Some(a) = args.as_ref().filter(|_| !core.known_tokens().is_empty()) {
         let v = Value::Object(a.clone());
         if let Err(code) = core.known_tokens().check(&v) {
             return refuse_known_token(core, caller, verb, code);

@@ -25,7 +25,7 @@ pub const MESSAGES_PAGE_MAX: i64 = 200;
 pub const TASK_PAGE: usize = 50;
 pub const TASK_PAGE_MAX: usize = 200;
 /// Most stranded messages `agents` lists per role.
-pub const STRANDED: i64 = 50;
+pub const STRANDED: usize = 50;
 /// Most messages an `inbox` lists.
 pub const INBOX_MESSAGES: i64 = 100;
 
@@ -119,55 +119,44 @@ fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<
 // --- inbox ----------------------------------------------------------------
 
 /// `inbox`: for human, reader and tester sessions the human's inbox (open
-/// decisions routed to the human, then the newest unread messages to the
-/// human, listed oldest first); for a role session its own (open decisions
-/// routed to the role, then its messages not yet received and those its run
-/// received and hasn't read).
+/// decisions routed to the human, then messages to the human it received and
+/// hasn't read, then those not yet received); for a role session its own
+/// (open decisions routed to the role, then its messages its run received and
+/// hasn't read, then those not yet received). At most 100 messages, oldest
+/// first within each part, each with `delivered_at` (null when waiting).
 pub fn inbox(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
     args.finish()?;
     let b = caller.business();
-    let conn = core.store.conn();
-    match caller {
-        Caller::Role { role, run, .. } => {
-            let decisions = open_decisions(conn, b, role)?;
-            let sql = format!(
-                "SELECT {MESSAGE_COLUMNS}, d.at FROM deliveries d JOIN messages m ON m.id = d.message
-                 WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
-                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
-                 ORDER BY m.seq LIMIT ?4"
-            );
-            let mut messages = collect(conn, &sql, params![run, b, role, INBOX_MESSAGES], |r| {
-                let mut m = message_json(r)?;
-                m["delivered_at"] = json!(r.get::<_, String>(12)?);
-                Ok(m)
-            })?;
-            let room = usize::try_from(INBOX_MESSAGES)
-                .unwrap_or(100)
-                .saturating_sub(messages.len());
-            for mut m in msgs::undelivered(conn, b, role, room)? {
-                m["delivered_at"] = Value::Null;
-                messages.push(m);
-            }
-            Ok(json!({"role": role, "decisions": decisions, "messages": messages}))
-        }
-        _ => {
-            let decisions = open_decisions(conn, b, HUMAN)?;
-            let sql = format!(
-                "SELECT {MESSAGE_COLUMNS}, (SELECT at FROM deliveries d WHERE d.message = m.id)
-                 FROM messages m
-                 WHERE m.business = ?1 AND m.to_role = 'human'
-                   AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
-                 ORDER BY m.seq DESC LIMIT ?2"
-            );
-            let mut messages = collect(conn, &sql, params![b, INBOX_MESSAGES], |r| {
-                let mut m = message_json(r)?;
-                m["delivered_at"] = json!(r.get::<_, Option<String>>(12)?);
-                Ok(m)
-            })?;
-            messages.reverse();
-            Ok(json!({"role": HUMAN, "decisions": decisions, "messages": messages}))
-        }
+    let (address, run) = match caller {
+        Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
+        _ => (HUMAN, super::messages::HUMAN_RUN),
+    };
+    let store = &core.store;
+    let conn = store.conn();
+    let decisions = open_decisions(conn, b, address)?;
+    let cap = usize::try_from(INBOX_MESSAGES).unwrap_or(100);
+    let mut messages = Vec::new();
+    // Received and unread, from the writer's unread index (costs the unread set).
+    let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
+    let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
+    for e in store
+        .unread
+        .of_role(b, address)
+        .filter(|e| e.run == run)
+        .take(cap)
+    {
+        let mut m = stmt
+            .query_row([&e.message], message_json)
+            .map_err(sql_err)?;
+        m["delivered_at"] = json!(e.at);
+        messages.push(m);
     }
+    let room = cap.saturating_sub(messages.len());
+    for mut m in msgs::undelivered(conn, b, address, room)? {
+        m["delivered_at"] = Value::Null;
+        messages.push(m);
+    }
+    Ok(json!({"role": address, "decisions": decisions, "messages": messages}))
 }
 
 // --- agents ---------------------------------------------------------------
@@ -209,7 +198,7 @@ pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Cod
         }
         if full {
             let run = row["run"].as_str().unwrap_or_default().to_string();
-            agent_state(conn, b, role, &run, &mut row)?;
+            agent_state(&core.store, b, role, &run, &mut row)?;
         }
         out.push(row);
     }
@@ -218,20 +207,27 @@ pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Cod
 
 /// The spec's "Agent state" for one held role.
 fn agent_state(
-    conn: &Connection,
+    store: &crate::store::Store,
     b: &str,
     role: &str,
     run: &str,
     row: &mut Value,
 ) -> Result<(), Code> {
-    let (n, since): (i64, Option<String>) = conn
-        .prepare_cached(
-            "SELECT count(*), min(d.at) FROM deliveries d JOIN messages m ON m.id = d.message
-             WHERE d.run = ?1 AND m.business = ?2 AND m.to_role = ?3
-               AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)",
-        )
-        .and_then(|mut s| s.query_row(params![run, b, role], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(sql_err)?;
+    let conn = store.conn();
+    // Working and stranded come from the writer's unread index (delivered,
+    // no receipt, in delivery order), so they cost the unread set, not the
+    // delivery history.
+    let mut n = 0usize;
+    let mut since: Option<&str> = None;
+    let mut stranded = Vec::new();
+    for e in store.unread.of_role(b, role) {
+        if e.run == run {
+            n += 1;
+            since = since.or(Some(e.at.as_str()));
+        } else if stranded.len() < STRANDED {
+            stranded.push(json!({"id": e.message, "from": e.from_role, "run": e.run, "at": e.at}));
+        }
+    }
     let working = if n > 0 {
         json!({"messages": n, "since": since})
     } else {
@@ -253,24 +249,6 @@ fn agent_state(
                 "blocking": r.get::<_, i64>(3)? == 1,
                 "task_ref": r.get::<_, Option<String>>(4)?,
                 "at": r.get::<_, String>(5)?,
-            }))
-        },
-    )?;
-    let stranded = collect(
-        conn,
-        "SELECT m.id, m.from_role, d.run, d.at FROM deliveries d JOIN messages m ON m.id = d.message
-         WHERE d.run IN (SELECT DISTINCT c.run FROM role_claims c
-                         WHERE c.business = ?1 AND c.role = ?2 AND c.op = 'claim' AND c.run <> ?3)
-           AND m.business = ?1 AND m.to_role = ?2
-           AND NOT EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = d.message)
-         ORDER BY d.seq LIMIT ?4",
-        params![b, role, run, STRANDED],
-        |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "from": r.get::<_, String>(1)?,
-                "run": r.get::<_, String>(2)?,
-                "at": r.get::<_, String>(3)?,
             }))
         },
     )?;
