@@ -260,13 +260,41 @@ pub fn raw_request(socket: &Path, bytes: &[u8]) -> Value {
     serde_json::from_slice(out.trim_ascii_end()).expect("reply is JSON")
 }
 
-/// A long-lived real process to stand in for a managed run.
-pub fn sleeper() -> Child {
-    Command::new("sleep")
-        .arg("600")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn sleep")
+/// A long-lived real process standing in for a managed run. It holds none
+/// of the test's pipes (so the test binary can exit) and is killed on drop.
+pub struct Sleeper(Child);
+
+impl std::ops::Deref for Sleeper {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Sleeper {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a [`Sleeper`].
+pub fn sleeper() -> Sleeper {
+    Sleeper(
+        Command::new("sleep")
+            .arg("600")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sleep"),
+    )
 }
 
 /// A read-only connection to a data root's store (for asserting evidence

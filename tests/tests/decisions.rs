@@ -7,7 +7,6 @@ use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Child;
 
 const ROLES: [&str; 4] = ["pm", "cto", "dev", "qa"];
 
@@ -37,7 +36,7 @@ fn config_with(root: &Path, business: Value) -> Value {
 struct Env {
     root: tempfile::TempDir,
     b: Option<Broker>,
-    procs: HashMap<&'static str, Child>,
+    procs: HashMap<&'static str, Sleeper>,
     caps: HashMap<&'static str, String>,
 }
 

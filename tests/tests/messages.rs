@@ -12,7 +12,7 @@ struct Env {
     cto: String,
     dev: String,
     reader: String,
-    _procs: Vec<std::process::Child>,
+    _procs: Vec<Sleeper>,
 }
 
 fn env() -> Env {

@@ -11,7 +11,7 @@ struct Env {
     pm: String,
     cto: String,
     reader: String,
-    _procs: Vec<std::process::Child>,
+    _procs: Vec<Sleeper>,
 }
 
 fn env_with(requirements: Option<Value>) -> Env {

@@ -5,7 +5,6 @@
 use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::process::Child;
 
 const TASK: &str = "vikunja:3/41";
 const OTHER: &str = "vikunja:3/42";
@@ -39,7 +38,7 @@ struct Env {
     root: tempfile::TempDir,
     b: Broker,
     caps: HashMap<&'static str, String>,
-    _procs: Vec<Child>,
+    _procs: Vec<Sleeper>,
 }
 
 fn env() -> Env {
