@@ -90,14 +90,78 @@ fn loaded_credentials_are_listed_without_secrets() {
         json!("invalid-request")
     );
     let mut replies = vec![rows.to_string(), status.to_string()];
-    replies.push(
-        b.call(&reader, "trail", json!({"subject": "run-cred"}))
-            .to_string(),
+    // A run of the bus with the tokens loaded: claims, messages, decisions,
+    // tasks and every shared read; then nothing may show a token.
+    let q = sleeper();
+    let cto = b.bind("cto", "run-cto", q.id());
+    for c in [&cap, &cto] {
+        replies.push(b.call(c, "role.claim", Value::Null).to_string());
+    }
+    let sent = b.call(
+        &cap,
+        "message.send",
+        json!({"to": "cto", "body": "review the site", "class": "REQUEST"}),
     );
+    assert_eq!(sent["ok"], json!(true), "{sent}");
+    replies.push(sent.to_string());
+    let got = b.call(&cto, "message.receive", Value::Null);
+    replies.push(got.to_string());
+    let id = got["result"]["messages"][0]["id"].as_str().unwrap().to_string();
+    replies.push(b.call(&cto, "message.read", json!({"id": id})).to_string());
+    replies.push(
+        b.call(
+            &cto,
+            "message.send",
+            json!({"to": "pm", "body": "done", "in_reply_to": id}),
+        )
+        .to_string(),
+    );
+    let raise = b.call(
+        &cap,
+        "decision.raise",
+        json!({"action": "prd.approve", "question": "Ship?",
+        "options": [{"key": "yes", "text": "Ship it"}, {"key": "no", "text": "Wait"}],
+        "recommendation": "yes", "blocking": false}),
+    );
+    assert_eq!(raise["ok"], json!(true), "{raise}");
+    replies.push(raise.to_string());
+    let task = b.op(json!({"op": "recordTask", "business": "acme", "task_ref": "vikunja:1/7",
+        "read_at": "2026-01-01T00:00:00.000Z",
+        "fields": {"title": "Site", "done": false, "assignees": ["acme-pm-bot"], "labels": [], "priority": 2}}));
+    assert_eq!(task["ok"], json!(true), "{task}");
+    // A request carrying a loaded token is refused, and the refusal names no token.
+    let leak = b.call(
+        &cap,
+        "message.send",
+        json!({"to": "cto", "body": format!("my token is {VIKUNJA_TOKEN}")}),
+    );
+    assert_eq!(leak["error"], json!("known-token"));
+    replies.push(leak.to_string());
+    for (verb, args) in [
+        ("inbox", Value::Null),
+        ("agents", Value::Null),
+        ("tasks", Value::Null),
+        ("state", Value::Null),
+        ("messages", json!({})),
+        ("decisions", json!({"list": "recent"})),
+        ("trail", json!({"subject": "run-cred"})),
+        ("trail", json!({"subject": id})),
+        ("trail", json!({"subject": "vikunja:1/7"})),
+        ("replies", json!({"id": id})),
+    ] {
+        let r = b.call(&reader, verb, args.clone());
+        assert_eq!(r["ok"], json!(true), "{verb} {args}: {r}");
+        replies.push(r.to_string());
+    }
+    replies.push(b.call(&cap, "inbox", Value::Null).to_string());
+    replies.push(b.call(&cap, "requirements", Value::Null).to_string());
+    replies.push(b.op(json!({"op": "identity", "cap": cap})).to_string());
+    drop(q);
     let path = b.stderr_path.clone();
     b.close();
     let logs = std::fs::read_to_string(path).unwrap_or_default();
-    let db = std::fs::read(root.path().join("bus/bus.sqlite")).unwrap();
+    let mut db = std::fs::read(root.path().join("bus/bus.sqlite")).unwrap();
+    db.extend(std::fs::read(root.path().join("bus/bus.sqlite-wal")).unwrap_or_default());
     for secret in [
         GITEA_TOKEN,
         VIKUNJA_TOKEN,
