@@ -106,7 +106,10 @@ fn loaded_credentials_are_listed_without_secrets() {
     replies.push(sent.to_string());
     let got = b.call(&cto, "message.receive", Value::Null);
     replies.push(got.to_string());
-    let id = got["result"]["messages"][0]["id"].as_str().unwrap().to_string();
+    let id = got["result"]["messages"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     replies.push(b.call(&cto, "message.read", json!({"id": id})).to_string());
     replies.push(
         b.call(

@@ -288,7 +288,10 @@ fn verbs_at(b: &Broker, clients: usize, per: usize) -> Value {
             json!({"to": format!("r{}", c + 1), "body": format!("q{i}")}),
         );
         let got = call(socket, cap, "message.receive", Value::Null);
-        let items = got["result"]["messages"].as_array().cloned().unwrap_or_default();
+        let items = got["result"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for m in items {
             if let Some(id) = m["id"].as_str() {
                 let _ = call(socket, cap, "message.read", json!({"id": id}));
