@@ -21,6 +21,24 @@ impl Views<'_> {
     pub fn tasks(&self) -> Result<Value, BusError> {
         self.client.call("tasks", Value::Null)
     }
+    /// `tasks {task_ref}`: one row.
+    pub fn task(&self, task_ref: &str) -> Result<Value, BusError> {
+        self.client.call("tasks", json!({"task_ref": task_ref}))
+    }
+    /// The filtered short form: `filters` is any of `done`, `assignee`,
+    /// `label`, `requirement`, `limit`, `after`.
+    pub fn tasks_page(&self, filters: Value) -> Result<Value, BusError> {
+        self.client.call("tasks", filters)
+    }
+    pub fn state(&self) -> Result<Value, BusError> {
+        self.client.call("state", Value::Null)
+    }
+    pub fn requirements(&self) -> Result<Value, BusError> {
+        self.client.call("requirements", Value::Null)
+    }
+    pub fn credentials(&self) -> Result<Value, BusError> {
+        self.client.call("credentials", Value::Null)
+    }
     pub fn agents(&self) -> Result<Value, BusError> {
         self.client.call("agents", Value::Null)
     }

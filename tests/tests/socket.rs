@@ -554,6 +554,18 @@ fn rust_client_and_views() {
     );
     let r = Client::new(&b.socket, b.reader_cap());
     assert!(views(&r).trail("run-x").unwrap().as_array().unwrap().len() >= 2);
+    let state = views(&r).state().unwrap();
+    assert_eq!(state["launch"]["state"], json!("allowed"));
+    assert_eq!(
+        views(&r).task("vikunja:1/1").unwrap_err().code,
+        "task-not-found"
+    );
+    assert_eq!(views(&r).requirements().unwrap_err().code, "read-only");
+    assert_eq!(
+        views(&r).tasks_page(json!({"limit": 5})).unwrap()["total"],
+        json!(0)
+    );
+    assert_eq!(views(&r).credentials().unwrap(), json!([]));
     // Too large a request never leaves the client.
     let big = json!({"subject": "z".repeat(70_000)});
     assert_eq!(c.call("trail", big).unwrap_err().code, "request-too-large");
