@@ -33,10 +33,12 @@ pub fn insert_event(
     t.tokens.check_all(&[Some(kind), subject])?;
     let id = ids::uuid();
     let at = t.now();
-    t.tx.execute(
+    t.tx.prepare_cached(
         "INSERT INTO events(id, business, kind, role, run, subject, body, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             id,
             business,
             kind,
@@ -45,8 +47,8 @@ pub fn insert_event(
             subject,
             body.to_string(),
             at
-        ],
-    )
+        ])
+    })
     .map_err(|e| map_sql_error(&e))?;
     Ok(Written { id, at })
 }
@@ -62,11 +64,11 @@ pub fn insert_claim(
     by: Option<&str>,
 ) -> Result<Written, Code> {
     let at = t.now();
-    t.tx.execute(
+    t.tx.prepare_cached(
         "INSERT INTO role_claims(business, role, run, op, decision, by, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![business, role, run, op, decision, by, at],
     )
+    .and_then(|mut st| st.execute(params![business, role, run, op, decision, by, at]))
     .map_err(|e| map_sql_error(&e))?;
     Ok(Written {
         id: t.tx.last_insert_rowid().to_string(),

@@ -90,6 +90,8 @@ impl Store {
             Code::StorageUnavailable
         })?;
         let _ = std::fs::set_permissions(db_path, std::fs::Permissions::from_mode(0o600));
+        // Every verb's statements stay prepared across requests.
+        conn.set_prepared_statement_cache_capacity(256);
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(storage)?;
         if !exists {
