@@ -78,8 +78,11 @@ pub fn dispatch(
     }
     // The known-token check: the request's args, then (below) the reply.
     if let Some(a) = args.as_ref().filter(|_| !core.known_tokens().is_empty()) {
-        let v = Value::Object(a.clone());
-        if let Err(code) = core.known_tokens().check(&v) {
+        let tokens = core.known_tokens();
+        let found = a
+            .iter()
+            .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)));
+        if let Err(code) = found {
             return refuse_known_token(core, caller, verb, code);
         }
     }
