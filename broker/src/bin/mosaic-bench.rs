@@ -264,6 +264,21 @@ fn load(clients: usize, per: usize, f: impl Fn(usize, usize) + Sync) -> Value {
     summary(lat, t0.elapsed())
 }
 
+/// `message.send` alone from `clients` clients, each holding its own role, to `r0`.
+fn send_load(b: &Broker, clients: usize, per: usize) -> Value {
+    load(clients, per, |c, i| {
+        let r = call(
+            &b.socket,
+            &b.caps[c + 1],
+            "message.send",
+            json!({"to": "r0", "body": format!("s{c}-{i}")}),
+        );
+        if r["ok"] != json!(true) {
+            die("message.send refused");
+        }
+    })
+}
+
 fn verbs_at(b: &Broker, clients: usize, per: usize) -> Value {
     let socket = &b.socket;
     let send = load(clients, per, |c, i| {
@@ -380,10 +395,29 @@ fn main() {
         d
     };
 
-    let socket = socket_floor(&mk("floor"), 2000);
-    let commit = commit_floor(&mk("floor"), 500);
-
+    // The floors and the two send figures they judge, in three interleaved
+    // rounds: the disk's fsync time drifts, so each round's ratios use the
+    // floors measured right beside them, and the medians are reported.
     let (b, _) = Broker::start(&bus, &mk("empty"));
+    let mut rounds = Vec::new();
+    for r in 0..3 {
+        let socket = socket_floor(&mk(&format!("floor{r}")), 1000);
+        let commit = commit_floor(&mk(&format!("floor{r}")), 300);
+        let one = send_load(&b, 1, per);
+        let many = send_load(&b, 32, per);
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        rounds.push(json!({
+            "socket": socket, "commit": commit, "send_1": one, "send_32": many,
+            "send_p50_vs_floors": f(&one, "p50_us") / (f(&socket, "p50_us") + f(&commit, "p50_us")),
+            "send_32_vs_commit": f(&many, "per_sec") / f(&commit, "per_sec"),
+        }));
+    }
+    let median = |key: &str| {
+        let mut v: Vec<f64> = rounds.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (ratio_one, ratio_many) = (median("send_p50_vs_floors"), median("send_32_vs_commit"));
     let mut by_clients = serde_json::Map::new();
     for clients in [1usize, 8, 32] {
         by_clients.insert(clients.to_string(), verbs_at(&b, clients, per));
@@ -403,10 +437,8 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
 
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
-    let one = &by_clients["1"]["message.send"];
-    let thirty_two = &by_clients["32"]["message.send"];
     let out = json!({
-        "floors": {"socket": socket, "commit": commit},
+        "rounds": rounds,
         "clients": by_clients,
         "broker_peak_rss_kib": rss_kib,
         "store": {"messages": messages, "send_empty": send_empty, "send_full": send_big,
@@ -414,8 +446,8 @@ fn main() {
                   "startup_full_ms": startup_big.as_secs_f64() * 1e3,
                   "quick_check_ms": quick_check.as_secs_f64() * 1e3},
         "ratios": {
-            "send_p50_vs_floors (goal <= 1.3)": f(one, "p50_us") / (f(&socket, "p50_us") + f(&commit, "p50_us")),
-            "send_32_throughput_vs_commit_floor (goal >= 4)": f(thirty_two, "per_sec") / f(&commit, "per_sec"),
+            "send_p50_vs_floors, median of 3 rounds (goal <= 1.3)": ratio_one,
+            "send_32_throughput_vs_commit_floor, median of 3 rounds (goal >= 4)": ratio_many,
             "send_p50_full_vs_empty (goal <= 1.2)": f(&send_big, "p50_us") / f(&send_empty, "p50_us"),
             "startup_full_vs_quick_check (goal <= 2)": startup_big.as_secs_f64() / quick_check.as_secs_f64(),
             "peak_rss_mib (goal <= 32)": rss_kib as f64 / 1024.0,
