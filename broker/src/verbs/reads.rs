@@ -650,6 +650,21 @@ struct TaskRow {
     at: String,
 }
 
+/// One snapshot row selected as `seq, task_ref, read_at, tombstone, fields, at`.
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+    let fields: Option<String> = r.get(4)?;
+    Ok(TaskRow {
+        seq: r.get(0)?,
+        task_ref: r.get(1)?,
+        read_at: r.get(2)?,
+        tombstone: r.get::<_, i64>(3)? == 1,
+        fields: fields
+            .and_then(|f| serde_json::from_str(&f).ok())
+            .unwrap_or_default(),
+        at: r.get(5)?,
+    })
+}
+
 /// The `task_current` projection of a business, in `task_ref` text order.
 fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
     let mut stmt = conn
@@ -660,21 +675,7 @@ fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
              ORDER BY s.task_ref",
         )
         .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![b], |r| {
-            let fields: Option<String> = r.get(4)?;
-            Ok(TaskRow {
-                seq: r.get(0)?,
-                task_ref: r.get(1)?,
-                read_at: r.get(2)?,
-                tombstone: r.get::<_, i64>(3)? == 1,
-                fields: fields
-                    .and_then(|f| serde_json::from_str(&f).ok())
-                    .unwrap_or_default(),
-                at: r.get(5)?,
-            })
-        })
-        .map_err(sql_err)?;
+    let rows = stmt.query_map(params![b], task_row).map_err(sql_err)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
 }
 
@@ -779,22 +780,7 @@ pub fn tasks(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
                 "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
                  WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
             )
-            .and_then(|mut s| {
-                s.query_row(params![b, task_ref], |r| {
-                    let fields: Option<String> = r.get(4)?;
-                    Ok(TaskRow {
-                        seq: r.get(0)?,
-                        task_ref: r.get(1)?,
-                        read_at: r.get(2)?,
-                        tombstone: r.get::<_, i64>(3)? == 1,
-                        fields: fields
-                            .and_then(|f| serde_json::from_str(&f).ok())
-                            .unwrap_or_default(),
-                        at: r.get(5)?,
-                    })
-                })
-                .optional()
-            })
+            .and_then(|mut s| s.query_row(params![b, task_ref], task_row).optional())
             .map_err(sql_err)?
             .ok_or(Code::TaskNotFound)?;
         return Ok(full_row(b, &reqs, &row));
