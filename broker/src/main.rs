@@ -20,13 +20,17 @@ mosaic-bus: the Mosaic bus writer broker
 
 Usage:
   mosaic-bus --host-fd N [--log-level LEVEL]
-  mosaic-bus --control PATH [--log-level LEVEL]
+  mosaic-bus --control PATH [--proofd-from-systemd] [--log-level LEVEL]
   mosaic-bus --demo [DATA_ROOT] [--log-level LEVEL]
   mosaic-bus --help | --version
 
   --host-fd N       serve the host protocol on inherited socket fd N
   --control PATH    listen for one host connection at a time on PATH (0600);
                     reports to systemd via $NOTIFY_SOCKET (READY=1, STATUS=)
+  --proofd-from-systemd
+                    use the proof helper systemd passes as the descriptor named
+                    mosaic-proofd (started by `mosaic-proofd --systemd-fdstore`)
+                    instead of spawning one; see docs/operations.md
   --demo [DIR]      boot the shipped example business on DIR (default ./mosaic-data)
                     and serve until Ctrl-C
   --log-level LEVEL error, warn, info (default), debug or trace
@@ -50,10 +54,17 @@ fn refuse(code: Code) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn parse_args() -> Result<(Mode, String), Option<ExitCode>> {
+struct Args {
+    mode: Mode,
+    level: String,
+    proofd_from_systemd: bool,
+}
+
+fn parse_args() -> Result<Args, Option<ExitCode>> {
     let mut args = std::env::args().skip(1);
     let mut mode = None;
     let mut level = "info".to_string();
+    let mut proofd_from_systemd = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--help" | "-h" => {
@@ -77,6 +88,7 @@ fn parse_args() -> Result<(Mode, String), Option<ExitCode>> {
                 mode = Some(Mode::Demo(dir.join("mosaic-data")));
             }
             "--log-level" => level = args.next().ok_or(None)?,
+            "--proofd-from-systemd" => proofd_from_systemd = true,
             other if matches!(mode, Some(Mode::Demo(_))) && !other.starts_with('-') => {
                 let p = PathBuf::from(other);
                 let p = if p.is_absolute() {
@@ -95,7 +107,15 @@ fn parse_args() -> Result<(Mode, String), Option<ExitCode>> {
     ) {
         return Err(None);
     }
-    mode.map(|m| (m, level)).ok_or(None)
+    let mode = mode.ok_or(None)?;
+    if proofd_from_systemd && matches!(mode, Mode::Demo(_)) {
+        return Err(None);
+    }
+    Ok(Args {
+        mode,
+        level,
+        proofd_from_systemd,
+    })
 }
 
 fn main() -> ExitCode {
@@ -103,7 +123,11 @@ fn main() -> ExitCode {
     let hardening = mosaic_bus::hardening::apply();
     // SAFETY: umask has no preconditions; every file we create is private.
     unsafe { libc::umask(0o077) };
-    let (mode, level) = match parse_args() {
+    let Args {
+        mode,
+        level,
+        proofd_from_systemd,
+    } = match parse_args() {
         Ok(v) => v,
         Err(Some(code)) => return code,
         Err(None) => {
@@ -119,9 +143,17 @@ fn main() -> ExitCode {
     for (step, errno) in &hardening.failed {
         tracing::warn!(step, errno, "hardening step failed");
     }
+    // Before any thread: this reads and clears the LISTEN_* variables.
+    let verifier: VerifierFactory = if proofd_from_systemd {
+        if let Err(code) = mosaic_bus::proof::adopt_from_systemd() {
+            return refuse(code);
+        }
+        mosaic_bus::proof::adopted
+    } else {
+        mosaic_bus::proof::spawn_default
+    };
     let shared: Shared = Arc::new(Mutex::new(None));
     install_signals(shared.clone());
-    let verifier: VerifierFactory = mosaic_bus::proof::spawn_default;
     match mode {
         Mode::HostFd(fd) => host_fd(fd, &shared, verifier),
         Mode::Control(path) => control(&path, &shared, verifier),

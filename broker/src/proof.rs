@@ -10,8 +10,9 @@ use crate::server::envelope::{Proof, ShimKind};
 use mosaic_proofd::procfs::PidFd;
 use mosaic_proofd::proof::client::{ProofdClient, ProofdError};
 use mosaic_proofd::proof::Kind;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The helper's side of a check, as the gate needs it.
 pub trait Verifier: Send {
@@ -104,11 +105,25 @@ impl ProofGate {
     }
 }
 
-/// `mosaic-proofd` as the gate's verifier. A helper that died or misbehaved
-/// is replaced at once: the request that found it broken refuses
+/// Where the gate's helper comes from.
+enum Source {
+    /// The broker spawns `mosaic-proofd` at this path over a socketpair.
+    Spawn(PathBuf),
+    /// The helper was started outside the broker and handed over as a
+    /// connected socket (see [`adopt_from_systemd`]). It cannot be replaced
+    /// from in here: once its channel breaks, proofs refuse
+    /// `proof-unavailable` until the service is restarted.
+    Adopted {
+        stream: &'static UnixStream,
+        lost: bool,
+    },
+}
+
+/// `mosaic-proofd` as the gate's verifier. A spawned helper that died or
+/// misbehaved is replaced at once: the request that found it broken refuses
 /// `proof-unavailable`, the next one meets a fresh helper.
 pub struct Proofd {
-    exe: PathBuf,
+    source: Source,
     client: Option<ProofdClient>,
     launches: Vec<(i32, u64)>,
 }
@@ -116,8 +131,12 @@ pub struct Proofd {
 impl Proofd {
     /// Starts the helper at `exe`.
     pub fn spawn(exe: PathBuf) -> Option<Proofd> {
+        Proofd::start(Source::Spawn(exe))
+    }
+
+    fn start(source: Source) -> Option<Proofd> {
         let mut p = Proofd {
-            exe,
+            source,
             client: None,
             launches: Vec::new(),
         };
@@ -125,10 +144,28 @@ impl Proofd {
         p.client.is_some().then_some(p)
     }
 
+    fn connect(&mut self) -> Option<ProofdClient> {
+        match &mut self.source {
+            Source::Spawn(exe) => ProofdClient::spawn(exe).ok(),
+            Source::Adopted { lost: true, .. } => None,
+            Source::Adopted { stream, lost } => {
+                // A client that broke mid-call may have left half a reply
+                // on the shared channel; never reuse it after that.
+                *lost = true;
+                let c = ProofdClient::adopt(stream.try_clone().ok()?).ok()?;
+                *lost = false;
+                Some(c)
+            }
+        }
+    }
+
     fn restart(&mut self) {
+        if let (Some(_), Source::Adopted { lost, .. }) = (&self.client, &mut self.source) {
+            *lost = true;
+        }
         self.client = None;
-        match ProofdClient::spawn(&self.exe) {
-            Ok(mut c) => {
+        match self.connect() {
+            Some(mut c) => {
                 if c.set_launches(&self.launches).is_ok() {
                     tracing::info!(pid = c.pid(), "proof helper started");
                     self.client = Some(c);
@@ -139,13 +176,13 @@ impl Proofd {
                     );
                 }
             }
-            Err(_) => tracing::warn!(code = "proof-unavailable", "cannot start the proof helper"),
+            None => tracing::warn!(code = "proof-unavailable", "cannot start the proof helper"),
         }
     }
 
-    /// The helper's pid, when one runs.
+    /// The helper's pid, when the broker spawned one that runs.
     pub fn pid(&self) -> Option<u32> {
-        self.client.as_ref().map(|c| c.pid())
+        self.client.as_ref().and_then(|c| c.pid())
     }
 }
 
@@ -197,4 +234,67 @@ pub fn spawn_default() -> Option<Box<dyn Verifier>> {
         .parent()?
         .join("mosaic-proofd");
     Proofd::spawn(exe).map(|p| Box::new(p) as Box<dyn Verifier>)
+}
+
+/// The helper systemd handed over, once [`adopt_from_systemd`] found it.
+static ADOPTED: OnceLock<UnixStream> = OnceLock::new();
+
+/// The name `mosaic-proofd --systemd-fdstore` gives its socket in systemd's
+/// file descriptor store; systemd passes it back under that name.
+pub const FDSTORE_NAME: &str = "mosaic-proofd";
+
+/// Takes the proof helper's socket from the descriptors systemd passed
+/// (`LISTEN_PID`, `LISTEN_FDS`, `LISTEN_FDNAMES`, fds from 3), and takes
+/// those variables out of the environment. Every other passed descriptor is
+/// closed. Call once, before any other thread starts.
+pub fn adopt_from_systemd() -> Result<(), Code> {
+    let pid = std::env::var("LISTEN_PID").ok();
+    let count = std::env::var("LISTEN_FDS").ok();
+    let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
+    for var in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        std::env::remove_var(var);
+    }
+    let ours = pid.and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    let count = count
+        .and_then(|n| n.parse::<i32>().ok())
+        .filter(|n| ours && (1..=64).contains(n))
+        .ok_or(Code::ProofdSpawn)?;
+    let names: Vec<&str> = names.split(':').collect();
+    let mut found = None;
+    for (i, fd) in (3..3 + count).enumerate() {
+        let named = names.get(i) == Some(&FDSTORE_NAME);
+        // SAFETY: fstat on an integer fd with a valid out-pointer.
+        let is_socket = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
+        };
+        if named && is_socket && found.is_none() {
+            found = Some(fd);
+        } else {
+            // SAFETY: closing a descriptor systemd passed that nothing uses.
+            unsafe { libc::close(fd) };
+        }
+    }
+    let fd = found.ok_or(Code::ProofdSpawn)?;
+    // SAFETY: fd is an open socket systemd passed us; owned from here on.
+    let stream = unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // Only the broker's own same-user helper may stand behind it.
+    let peer = mosaic_proofd::procfs::peer_cred(&stream).map_err(|_| Code::ProofdSpawn)?;
+    // SAFETY: geteuid has no preconditions.
+    if peer.1 != unsafe { libc::geteuid() } {
+        return Err(Code::ProofdSpawn);
+    }
+    // SAFETY: fcntl on our own fd: keep it out of anything we spawn.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    ADOPTED.set(stream).map_err(|_| Code::ProofdSpawn)
+}
+
+/// The helper [`adopt_from_systemd`] took, as the gate's verifier.
+pub fn adopted() -> Option<Box<dyn Verifier>> {
+    let stream = ADOPTED.get()?;
+    Proofd::start(Source::Adopted {
+        stream,
+        lost: false,
+    })
+    .map(|p| Box::new(p) as Box<dyn Verifier>)
 }

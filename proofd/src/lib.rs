@@ -1,8 +1,10 @@
 //! `mosaic-proofd`: process-proof helper and the lease broker `mosaic-leased`.
 //!
 //! - [`procfs`]: the bounded `/proc` layer (pure parsers + thin readers, pidfd).
+//! - [`fdstore`]: handing the helper to systemd's fd store (user units).
 //! - [`leased`]: the lease broker of `lease-broker-protocol.txt`.
 
+pub mod fdstore;
 pub mod leased;
 pub mod procfs;
 pub mod proof;

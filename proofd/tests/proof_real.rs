@@ -477,7 +477,8 @@ fn a_pid_from_another_pid_namespace_does_not_prove_anything() {
 #[test]
 fn proofd_drops_privileges_and_exits_0_on_eof() {
     let c = client();
-    let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", c.pid().expect("spawned"))).unwrap();
     for key in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
         let line = status.lines().find(|l| l.starts_with(key)).unwrap();
         assert_eq!(
@@ -491,7 +492,8 @@ fn proofd_drops_privileges_and_exits_0_on_eof() {
         .find(|l| l.starts_with("NoNewPrivs:"))
         .unwrap();
     assert_eq!(nnp.split_whitespace().nth(1), Some("1"));
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", c.pid())).unwrap();
+    let stat =
+        std::fs::read_to_string(format!("/proc/{}/stat", c.pid().expect("spawned"))).unwrap();
     assert!(!stat.is_empty());
     drop(c);
 
@@ -586,7 +588,7 @@ fn a_dead_helper_is_unavailable() {
     let mut c = client();
     // SAFETY: kill(2) on the helper this test spawned.
     unsafe {
-        libc::kill(c.pid() as i32, libc::SIGKILL);
+        libc::kill(c.pid().expect("spawned") as i32, libc::SIGKILL);
     }
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(
@@ -621,4 +623,32 @@ fn a_shim_holding_capabilities_is_unreadable_to_the_capless_helper() {
         Ok(())
     };
     assert_eq!(verify(&mut c, Kind::Human, &tree, &n, &exe), expected);
+}
+
+#[test]
+fn an_adopted_helper_outlives_its_clients_and_is_never_killed_by_them() {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let mut child = spawn_raw(&theirs);
+    drop(theirs);
+    assert_detached_root_is_clean();
+    let dir = TempDir::new("adopt");
+    let exe = dir.shim_copy("a");
+    let n = nonce();
+    let tree = start_tree(&dir, &exe, &[], &[(HUMAN_NONCE_VAR, &n)], true);
+    for _ in 0..2 {
+        let mut c = ProofdClient::adopt(ours.try_clone().unwrap()).unwrap();
+        assert_eq!(c.pid(), None, "an adopted helper is not the client's child");
+        assert!(c.is_alive());
+        c.set_launches(&[]).unwrap();
+        assert_eq!(verify(&mut c, Kind::Human, &tree, &n, &exe), Ok(()));
+        drop(c);
+        // Dropping the client neither shut the channel nor stopped the helper.
+        assert!(matches!(child.try_wait(), Ok(None)));
+    }
+    drop(ours);
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(0),
+        "EOF once the last end closes"
+    );
 }

@@ -370,3 +370,234 @@ fn a_dead_proof_helper_refuses_then_is_replaced() {
     );
     b.close();
 }
+
+/// One datagram from a notify socket, with the descriptors it carried
+/// (received close-on-exec), as systemd's manager would read it.
+fn recv_notify(sock: &std::os::unix::net::UnixDatagram) -> (String, Vec<std::os::fd::OwnedFd>) {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut buf = vec![0u8; 4096];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = vec![0u64; 64];
+    // SAFETY: zeroed msghdr, pointers to live buffers for the call.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    hdr.msg_controllen = control.len() * 8;
+    // SAFETY: recvmsg into the buffers above.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
+    assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages the kernel filled in.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&hdr);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg) as *const i32;
+                let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / 4;
+                for i in 0..count {
+                    fds.push(std::os::fd::OwnedFd::from_raw_fd(*data.add(i)));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&hdr, cmsg);
+        }
+    }
+    (String::from_utf8(buf[..n as usize].to_vec()).unwrap(), fds)
+}
+
+/// `mosaic-bus --control` inside a new user namespace (as a sandboxed
+/// systemd user unit runs it), with `stored` passed as systemd passes its fd
+/// store: fd 3, `LISTEN_FDS=1`, `LISTEN_FDNAMES=mosaic-proofd`.
+fn namespaced_control(
+    dir: &Path,
+    stored: Option<&std::os::fd::OwnedFd>,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::os::unix::net::UnixStream>,
+) {
+    use std::os::fd::AsRawFd;
+    let ctl = dir.join("control.sock");
+    let notify_path = dir.join("notify");
+    let _ = std::fs::remove_file(&notify_path);
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let script = if stored.is_some() {
+        "export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=mosaic-proofd; \
+         exec \"$0\" --control \"$1\" --proofd-from-systemd"
+    } else {
+        "exec \"$0\" --control \"$1\""
+    };
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-current-user", "/bin/sh", "-c", script])
+        .arg(bin("mosaic-bus"))
+        .arg(&ctl)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(fd) = stored {
+        let raw = fd.as_raw_fd();
+        // SAFETY: only dup2/fcntl between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if raw == 3 {
+                    let flags = libc::fcntl(3, libc::F_GETFD);
+                    libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                } else if libc::dup2(raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    let child = cmd.spawn().unwrap();
+    let mut buf = [0u8; 512];
+    let n = notify.recv(&mut buf).expect("READY from the broker");
+    assert!(buf[..n].starts_with(b"READY=1"));
+    let s = std::os::unix::net::UnixStream::connect(&ctl).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    (child, std::io::BufReader::new(s))
+}
+
+fn host_op(host: &mut std::io::BufReader<std::os::unix::net::UnixStream>, v: Value) -> Value {
+    use std::io::{BufRead, Write};
+    host.get_mut()
+        .write_all(format!("{v}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    host.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored() {
+    let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "x"}});
+    let io = env_dir();
+    let run = tempfile::Builder::new()
+        .prefix("mosaic-run-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(
+        run.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+
+    // Why the helper lives outside: a broker in a user namespace that spawns
+    // its own helper cannot read a shim's /proc entries.
+    let root = data_root();
+    let (mut child, mut host) = namespaced_control(run.path(), None);
+    let boot = host_op(
+        &mut host,
+        json!({"op": "boot", "config": config(root.path())}),
+    );
+    assert_eq!(boot["ok"], json!(true), "{boot}");
+    let socket = root.path().join("bus/bus.sock");
+    let human = Shim {
+        exe: bin("mosaic-human-cli"),
+        socket: &socket,
+        dir: io.path(),
+    };
+    assert_eq!(
+        human.run(&trail, true, &[], &[], "").0,
+        json!({"ok": false, "error": "proof-unreadable"})
+    );
+    assert_eq!(
+        host_op(&mut host, json!({"op": "close"}))["ok"],
+        json!(true)
+    );
+    assert!(child.wait().unwrap().success());
+
+    // systemd's side of `ExecStartPre=+mosaic-proofd --systemd-fdstore`.
+    let notify_path = run.path().join("manager-notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut pre = Command::new(bin("mosaic-proofd"));
+    let tag = format!("MOSAIC_TEST_HELPER={:016x}", rand_u64());
+    let (tag_key, tag_value) = tag.split_once('=').unwrap();
+    pre.arg("--systemd-fdstore")
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env(tag_key, tag_value)
+        .stdin(Stdio::null());
+    // SAFETY: only prctl between fork and exec.
+    unsafe { pre.pre_exec(drop_bounding_set) };
+    let mut pre = pre.spawn().unwrap();
+    let (msg, mut fds) = recv_notify(&manager);
+    assert_eq!(msg, "FDSTORE=1\nFDNAME=mosaic-proofd");
+    assert_eq!(fds.len(), 1);
+    let stored = fds.remove(0);
+    let (msg, barrier) = recv_notify(&manager);
+    assert_eq!(msg, "BARRIER=1");
+    assert_eq!(barrier.len(), 1);
+    drop(barrier);
+    assert!(pre.wait().unwrap().success(), "the launcher exits 0");
+
+    // The broker (still in its user namespace) gets the stored helper.
+    let root = data_root();
+    let (mut child, mut host) = namespaced_control(run.path(), Some(&stored));
+    let boot = host_op(
+        &mut host,
+        json!({"op": "boot", "config": config(root.path())}),
+    );
+    assert_eq!(boot["ok"], json!(true), "{boot}");
+    let socket = root.path().join("bus/bus.sock");
+    let human = Shim {
+        exe: bin("mosaic-human-cli"),
+        socket: &socket,
+        dir: io.path(),
+    };
+    assert_eq!(
+        human.run(&trail, true, &[], &[], "").0,
+        json!({"ok": true, "result": []})
+    );
+    // The same refusals as ever.
+    assert_eq!(
+        human.run(&trail, true, &[], &["CLAUDECODE=1"], "").0["error"],
+        json!("proof-run-marker")
+    );
+    assert_eq!(
+        host_op(&mut host, json!({"op": "close"}))["ok"],
+        json!(true)
+    );
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
+    let run = tempfile::tempdir().unwrap();
+    let ctl = run.path().join("control.sock");
+    // No LISTEN_* at all, and LISTEN_PID naming another process.
+    for env in [vec![], vec![("LISTEN_PID", "1"), ("LISTEN_FDS", "1")]] {
+        let out = Command::new(bin("mosaic-bus"))
+            .arg("--control")
+            .arg(&ctl)
+            .arg("--proofd-from-systemd")
+            .envs(env)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            r#"{"error":"proofd-spawn"}"#
+        );
+    }
+    // The launcher needs a manager to hand its descriptor to.
+    let out = Command::new(bin("mosaic-proofd"))
+        .arg("--systemd-fdstore")
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        r#"{"error":"no-notify-socket"}"#
+    );
+}

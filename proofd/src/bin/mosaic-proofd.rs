@@ -6,12 +6,19 @@
 //! newline-delimited JSON (see `docs/proof.md`) until EOF, and exits 0.
 //! It never opens a database and never logs a request (nonces stay out of
 //! every log).
+//!
+//! `mosaic-proofd --systemd-fdstore` is the same helper started by systemd
+//! outside the broker's sandbox (`ExecStartPre=+`): it makes the socketpair
+//! itself, forks the helper onto one end and hands the other to systemd's
+//! file descriptor store for the broker (see `mosaic_proofd::fdstore`). The
+//! helper then serves until every copy of that end is closed.
 
 use std::io::{BufReader, BufWriter};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
+use mosaic_proofd::fdstore;
 use mosaic_proofd::proof::protocol::Server;
 use mosaic_proofd::proof::table::ProcTable;
 
@@ -20,26 +27,36 @@ fn fail(code: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn parse_args() -> Option<i32> {
+enum Mode {
+    /// Serve on an inherited socket, dying with the parent.
+    Fd(i32),
+    /// Fork the helper and hand its channel to systemd.
+    FdStore,
+}
+
+fn parse_args() -> Option<Mode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [flag, n] if flag == "--fd" => n.parse::<i32>().ok().filter(|n| *n > 2),
+        [flag, n] if flag == "--fd" => n.parse::<i32>().ok().filter(|n| *n > 2).map(Mode::Fd),
+        [flag] if flag == "--systemd-fdstore" => Some(Mode::FdStore),
         _ => None,
     }
 }
 
-/// PDEATHSIG, NO_NEW_PRIVS, then empty effective/permitted/inheritable sets.
-fn harden() -> Result<(), &'static str> {
+/// PDEATHSIG (when `with_parent`), NO_NEW_PRIVS, then empty
+/// effective/permitted/inheritable sets.
+fn harden(with_parent: bool) -> Result<(), &'static str> {
     // SAFETY: prctl/capset/getppid with plain integer arguments and a valid
     // pointer to a local header/data array.
     unsafe {
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
+        if with_parent
+            && libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
         {
             return Err("pdeathsig");
         }
@@ -83,10 +100,15 @@ fn harden() -> Result<(), &'static str> {
 }
 
 fn main() -> ExitCode {
-    let Some(fd) = parse_args() else {
-        return fail("usage");
-    };
-    if let Err(code) = harden() {
+    match parse_args() {
+        Some(Mode::Fd(fd)) => inherited(fd),
+        Some(Mode::FdStore) => fdstore(),
+        None => fail("usage"),
+    }
+}
+
+fn inherited(fd: i32) -> ExitCode {
+    if let Err(code) = harden(true) {
         return fail(code);
     }
     // SAFETY: fstat on an integer fd with a valid out-pointer.
@@ -104,6 +126,10 @@ fn main() -> ExitCode {
     unsafe {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
     }
+    serve(stream)
+}
+
+fn serve(stream: UnixStream) -> ExitCode {
     let Ok(writer) = stream.try_clone() else {
         return fail("io");
     };
@@ -111,5 +137,41 @@ fn main() -> ExitCode {
     match server.serve(BufReader::new(stream), BufWriter::new(writer)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => fail("io"),
+    }
+}
+
+fn fdstore() -> ExitCode {
+    let Some(notify) = std::env::var_os("NOTIFY_SOCKET") else {
+        return fail("no-notify-socket");
+    };
+    std::env::remove_var("NOTIFY_SOCKET");
+    if let Err(code) = harden(false) {
+        return fail(code);
+    }
+    let Ok((ours, theirs)) = fdstore::socketpair() else {
+        return fail("io");
+    };
+    // SAFETY: no other thread exists yet, so the child is a plain copy.
+    match unsafe { libc::fork() } {
+        -1 => fail("fork"),
+        0 => {
+            drop(theirs);
+            serve(UnixStream::from(ours))
+        }
+        helper => {
+            drop(ours);
+            let msg = format!("FDSTORE=1\nFDNAME={}", fdstore::NAME);
+            let handed = fdstore::send(&notify, &msg, &[theirs.as_raw_fd()])
+                .and_then(|()| fdstore::barrier(&notify, fdstore::BARRIER_TIMEOUT));
+            if handed.is_err() {
+                // SAFETY: kill/waitpid on the child we just forked.
+                unsafe {
+                    libc::kill(helper, libc::SIGKILL);
+                    libc::waitpid(helper, std::ptr::null_mut(), 0);
+                }
+                return fail("notify");
+            }
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The broker's side of `mosaic-proofd`: spawn the helper over a CLOEXEC
-//! socketpair, handshake, then one blocking request/reply at a time with a
-//! read deadline. Any transport failure (EOF, timeout, bad reply, the child
-//! gone) makes the client unusable and returns [`ProofdError::Unavailable`]
-//! so the broker can respawn.
+//! socketpair (or adopt a connected helper systemd handed over, see
+//! [`ProofdClient::adopt`]), handshake, then one blocking request/reply at a
+//! time with a read deadline. Any transport failure (EOF, timeout, bad reply,
+//! the child gone) makes the client unusable and returns
+//! [`ProofdError::Unavailable`] so the broker can respawn.
 
 use std::fmt;
 use std::io::{self, BufReader, Write};
@@ -52,14 +53,16 @@ impl std::error::Error for ProofdError {}
 
 /// A running `mosaic-proofd` and the broker's end of its socketpair.
 pub struct ProofdClient {
-    child: Child,
+    /// The helper when this client spawned it; `None` for an adopted one,
+    /// whose lifetime belongs to whoever started it.
+    child: Option<Child>,
     writer: UnixStream,
     reader: BufReader<UnixStream>,
     next_id: i64,
     broken: bool,
 }
 
-fn socketpair_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn socketpair_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid 2-element array; both fds are owned below.
     let rc = unsafe {
@@ -107,7 +110,18 @@ impl ProofdClient {
         }
         let child = cmd.spawn()?;
         drop(theirs);
-        let stream = UnixStream::from(ours);
+        ProofdClient::handshake(Some(child), UnixStream::from(ours))
+    }
+
+    /// Talks to a helper that is already running on the other end of
+    /// `stream` (started outside the broker, e.g. by systemd; see
+    /// `docs/operations.md`). Dropping the client leaves the socket and the
+    /// helper alone.
+    pub fn adopt(stream: UnixStream) -> io::Result<ProofdClient> {
+        ProofdClient::handshake(None, stream)
+    }
+
+    fn handshake(child: Option<Child>, stream: UnixStream) -> io::Result<ProofdClient> {
         stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
         stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
         let mut client = ProofdClient {
@@ -129,14 +143,18 @@ impl ProofdClient {
         Ok(client)
     }
 
-    /// The helper's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The helper's process id, when this client spawned it.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// False once a call failed for transport reasons or the child exited.
     pub fn is_alive(&mut self) -> bool {
-        !self.broken && matches!(self.child.try_wait(), Ok(None))
+        !self.broken
+            && self
+                .child
+                .as_mut()
+                .is_none_or(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// Replaces proofd's known-launch registry with `set` of `(pid, start_time)`.
@@ -200,8 +218,10 @@ impl ProofdClient {
 
     fn kill(&mut self) {
         self.broken = true;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     fn call(&mut self, req: Value, id: Option<i64>) -> Result<Value, ProofdError> {
@@ -232,20 +252,24 @@ impl ProofdClient {
 
 impl Drop for ProofdClient {
     fn drop(&mut self) {
+        // An adopted helper is not ours to stop.
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
         // Closing our end makes proofd see EOF and exit 0; reap it.
         let _ = self.writer.shutdown(std::net::Shutdown::Both);
-        match self.child.try_wait() {
+        match child.try_wait() {
             Ok(Some(_)) => {}
             _ => {
                 let deadline = std::time::Instant::now() + Duration::from_millis(500);
                 while std::time::Instant::now() < deadline {
-                    if let Ok(Some(_)) = self.child.try_wait() {
+                    if let Ok(Some(_)) = child.try_wait() {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                let _ = child.kill();
+                let _ = child.wait();
             }
         }
     }
