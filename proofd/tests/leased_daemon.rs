@@ -1146,3 +1146,35 @@ fn docs_list_every_code() {
             .all(|b| b.is_ascii_lowercase() || b == b'-'));
     }
 }
+
+#[test]
+fn a_second_daemon_on_the_same_state_refuses_and_leaves_the_first_serving() {
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    let first = Daemon::start_with(&dir, &state, &[]);
+    let mut agent = Agent::spawn(&dir, &first.sock);
+    agent.register(1);
+    // Another socket path, same state file: refused before it binds anything.
+    let other = dir.path("other.sock");
+    let (exit, err) = refused_start(&dir, &state, &other);
+    assert_eq!(
+        (exit, err.as_str()),
+        (Some(2), "{\"error\":\"state-locked\"}\n")
+    );
+    assert!(!other.exists());
+    // Same socket path: the first daemon's socket is not taken over.
+    let (exit, err) = refused_start(&dir, &state, &first.sock);
+    assert_eq!(
+        (exit, err.as_str()),
+        (Some(2), "{\"error\":\"state-locked\"}\n")
+    );
+    agent.register(2);
+    assert!(first.stop().success());
+    // The lock goes with its holder, also after SIGKILL.
+    let mut second = Daemon::start_with(&dir, &state, &[]);
+    let mut child = second.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let third = Daemon::start_with(&dir, &state, &[]);
+    assert!(third.stop().success());
+}

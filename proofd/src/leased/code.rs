@@ -154,6 +154,8 @@ pub enum StartupError {
     StateInvalid,
     /// Two sessions for one (anchor_pid, anchor_starttime).
     StateDuplicateAnchor,
+    /// Another daemon holds the lock beside this state file.
+    StateLocked,
     /// The socket path exists and is not a socket.
     SocketPathOccupied,
     /// The socket could not be bound or listened on.
@@ -173,6 +175,7 @@ impl StartupError {
         StartupError::StateCorrupt,
         StartupError::StateInvalid,
         StartupError::StateDuplicateAnchor,
+        StartupError::StateLocked,
         StartupError::SocketPathOccupied,
         StartupError::SocketBindFailed,
     ];
@@ -190,6 +193,7 @@ impl StartupError {
             StartupError::StateCorrupt => "state-corrupt",
             StartupError::StateInvalid => "state-invalid",
             StartupError::StateDuplicateAnchor => "state-duplicate-anchor",
+            StartupError::StateLocked => "state-locked",
             StartupError::SocketPathOccupied => "socket-path-occupied",
             StartupError::SocketBindFailed => "socket-bind-failed",
         }

@@ -90,10 +90,41 @@ fn notify_ready() {
     }
 }
 
+/// Takes an exclusive `flock` on `<state>.lock` (created 0600, never
+/// followed through a symlink) for the life of the process, so two daemons
+/// never share one state file: the second would replace the first one's
+/// socket and each would hand out and consume tokens the other doesn't see.
+/// The kernel drops the lock when the holder dies, so a crash needs no
+/// cleanup.
+fn lock_state(state: &std::path::Path) -> Result<std::fs::File, StartupError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = state.as_os_str().to_owned();
+    name.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&name)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => StartupError::StateSymlink,
+            _ => StartupError::StateUnreadable,
+        })?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(StartupError::StateLocked);
+    }
+    Ok(file)
+}
+
 /// Run the daemon; returns the process exit code.
 pub fn run(args: Args) -> Result<(), StartupError> {
     // SAFETY: umask has no failure mode; sockets and files get 0600.
     unsafe { libc::umask(0o077) };
+    let _lock = lock_state(&args.state)?;
     let loaded = state::load(&args.state)?;
     let listener = bind(&args.socket)?;
     // SAFETY: installing an async-signal-safe handler (one atomic store).
