@@ -1,8 +1,8 @@
 #!/bin/sh
 # Verifies and scores every unit in this directory without installing:
 # binaries come from target/debug (build them first), user units see a
-# scratch $HOME whose .cargo/bin and .local/bin link to them (the two install
-# places the units use), and system units are checked
+# scratch $HOME whose .cargo/bin links to them (where the units expect
+# `cargo install` to have put them), and system units are checked
 # on a copy whose ExecStart= points at target/debug.
 #   sh systemd/check.sh
 set -eu
@@ -10,11 +10,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "$here/../target/debug" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-mkdir -p -m 0700 "$scratch/home/.cargo/bin" "$scratch/home/.local/bin" "$scratch/run" "$scratch/sys"
+mkdir -p -m 0700 "$scratch/home/.cargo/bin" "$scratch/run" "$scratch/sys"
 for b in "$bin"/mosaic-*; do
     if [ -x "$b" ] && [ -f "$b" ]; then
         ln -s "$b" "$scratch/home/.cargo/bin/"
-        ln -s "$b" "$scratch/home/.local/bin/"
     fi
 done
 export HOME="$scratch/home" XDG_RUNTIME_DIR="$scratch/run"
