@@ -365,6 +365,7 @@ fn prefill(root: &Path, bus: &Path, n: usize) -> Duration {
 fn main() {
     let mut messages = 1_000_000usize;
     let mut per = 200usize;
+    let mut profile: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -380,7 +381,14 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or_else(|| die("usage"))
             }
-            _ => die("usage: mosaic-bench [--messages N] [--per-client N]"),
+            "--profile" => {
+                profile = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| die("usage")),
+                )
+            }
+            _ => die("usage: mosaic-bench [--messages N] [--per-client N] [--profile N]"),
         }
     }
     // SAFETY: umask has no preconditions.
@@ -394,6 +402,19 @@ fn main() {
         let _ = std::fs::create_dir_all(&d);
         d
     };
+
+    // Profiling: boot, then N single-client sends and nothing else, so that
+    // a profiler wrapped around the broker (a `mosaic-bus` script beside
+    // this binary that execs the real one under `valgrind --tool=callgrind`)
+    // sees the per-send cost plus a fixed startup.
+    if let Some(n) = profile {
+        let (b, _) = Broker::start(&bus, &mk("profile"));
+        let one = send_load(&b, 1, n);
+        b.close();
+        let _ = std::fs::remove_dir_all(&work);
+        println!("{}", json!({"profile_sends": one}));
+        return;
+    }
 
     // The floors and the two send figures they judge, in three interleaved
     // rounds: the disk's fsync time drifts, so each round's ratios use the
