@@ -50,6 +50,15 @@ fn main() {
         run: "run-bench-1".into(),
     };
     dispatch(&mut core, &caller, "role.claim", None).expect("claim");
+    // Experiments only: drop the named triggers to see what they cost.
+    if let Ok(names) = std::env::var("DROP_TRIGGERS") {
+        for t in names.split(',').filter(|t| !t.is_empty()) {
+            core.store
+                .conn()
+                .execute_batch(&format!("DROP TRIGGER {t}"))
+                .expect("drop trigger");
+        }
+    }
     let mut lat = Vec::with_capacity(n);
     let t0 = Instant::now();
     match mode.as_str() {

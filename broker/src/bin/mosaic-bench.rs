@@ -366,6 +366,7 @@ fn main() {
     let mut messages = 1_000_000usize;
     let mut per = 200usize;
     let mut profile: Option<usize> = None;
+    let mut profile_clients = 1usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -388,7 +389,16 @@ fn main() {
                         .unwrap_or_else(|| die("usage")),
                 )
             }
-            _ => die("usage: mosaic-bench [--messages N] [--per-client N] [--profile N]"),
+            "--clients" => {
+                profile_clients = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|c| (1..ROLES).contains(c))
+                    .unwrap_or_else(|| die("usage"))
+            }
+            _ => die(
+                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]]",
+            ),
         }
     }
     // SAFETY: umask has no preconditions.
@@ -403,13 +413,14 @@ fn main() {
         d
     };
 
-    // Profiling: boot, then N single-client sends and nothing else, so that
+    // Profiling: boot, then N sends from each of C clients (default 1) and
+    // nothing else, so that
     // a profiler wrapped around the broker (a `mosaic-bus` script beside
     // this binary that execs the real one under `valgrind --tool=callgrind`)
     // sees the per-send cost plus a fixed startup.
     if let Some(n) = profile {
         let (b, _) = Broker::start(&bus, &mk("profile"));
-        let one = send_load(&b, 1, n);
+        let one = send_load(&b, profile_clients, n);
         b.close();
         let _ = std::fs::remove_dir_all(&work);
         println!("{}", json!({"profile_sends": one}));

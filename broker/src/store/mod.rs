@@ -240,12 +240,6 @@ fn configure(conn: &Connection) -> Result<(), Code> {
         .map_err(storage)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(storage)?;
-    // Each request's savepoint keeps the pages it changes in a
-    // sub-journal; in memory it is dropped at each RELEASE, where on disk it
-    // spills to a temporary file that grows through the whole batch.
-    // Rollback data only: durability is the WAL's, unchanged.
-    conn.pragma_update(None, "temp_store", "MEMORY")
-        .map_err(storage)?;
     Ok(())
 }
 
