@@ -34,6 +34,10 @@ pub struct Ctx {
 /// Most connections served at once; later ones wait in the accept queue.
 pub const MAX_CONNECTIONS: usize = 512;
 
+/// Most open connections at which a request offers the writer thread its
+/// own duplicate of the socket to answer on (see [`crate::writer`]).
+pub const DIRECT_REPLY_MAX_ACTIVE: usize = 8;
+
 /// Accepts until `shutdown` turns true.
 pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
     loop {
@@ -152,7 +156,14 @@ async fn on_writer(
     id: Option<i64>,
     f: impl FnOnce(&mut crate::core::Core) -> Result<Value, Code> + Send + 'static,
 ) -> Answer {
-    let fd = stream.as_fd().try_clone_to_owned().ok();
+    // Only when few connections are open: under load the batches are too
+    // big for the writer to answer itself, and a duplicate per connection
+    // would double the descriptors the connection cap allows for.
+    let fd = if ctx.active.load(Ordering::Relaxed) <= DIRECT_REPLY_MAX_ACTIVE {
+        stream.as_fd().try_clone_to_owned().ok()
+    } else {
+        None
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let submitted = ctx.writer.submit(f, move |r, direct| {
         let reply = match r.and_then(|r| r) {
