@@ -51,9 +51,11 @@ impl<'a> Sp<'a> {
 
     /// Keeps the savepoint's changes (they become durable with the enclosing
     /// transaction's COMMIT; outside one, this commits them itself).
+    /// On failure the savepoint is rolled back when dropped, as `rusqlite`'s is.
     fn release(mut self) -> rusqlite::Result<()> {
+        run_cached(self.conn, "RELEASE verb")?;
         self.released = true;
-        run_cached(self.conn, "RELEASE verb")
+        Ok(())
     }
 }
 
