@@ -90,12 +90,13 @@ mod tests {
         let many: std::collections::HashSet<String> = (0..100).map(|_| super::uuid()).collect();
         assert_eq!(many.len(), 100);
         assert!(many.iter().all(|u| super::is_uuid(u)));
-        // Version 7, RFC variant, and the time first: later ids sort later.
+        // Version 7, RFC variant, and the Unix milliseconds first.
+        let before = crate::store::clock::now_ms();
         let a = super::uuid();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let b = super::uuid();
+        let after = crate::store::clock::now_ms();
         assert_eq!(&a[14..15], "7");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
-        assert!(a < b, "{a} then {b}");
+        let ms = i64::from_str_radix(&a[..13].replace('-', ""), 16).unwrap();
+        assert!((before..=after).contains(&ms), "{a}: {before}..={after}");
     }
 }
