@@ -404,3 +404,22 @@ fn replies_chain_and_reply_to_tester_rule() {
     assert_eq!(Value::String(corrects), a["id"]);
     e.b.close();
 }
+
+/// A reply bigger than the socket buffer: the writer thread writes what the
+/// socket takes without blocking and the connection's I/O task writes the
+/// rest, so the client still reads the whole line and then end of file.
+#[test]
+fn a_reply_larger_than_the_socket_buffer_arrives_whole() {
+    let e = env();
+    e.ok(&e.pm, "role.claim", Value::Null);
+    e.ok(&e.cto, "role.claim", Value::Null);
+    let body = "x".repeat(50 * 1024);
+    for _ in 0..20 {
+        e.ok(&e.pm, "message.send", json!({"to": "cto", "body": body}));
+    }
+    // About 1 MiB of reply against a socket buffer of about 200 KiB.
+    let got = e.ok(&e.cto, "message.receive", Value::Null);
+    let msgs = got["messages"].as_array().expect("messages");
+    assert_eq!(msgs.len(), 20);
+    assert!(msgs.iter().all(|m| m["body"] == json!(body)));
+}

@@ -20,14 +20,20 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
 ) -> Result<Vec<u8>, Code> {
     let mut buf = Vec::with_capacity(1024);
     let work = async {
-        let mut chunk = [0u8; 8192];
         loop {
-            let n = r.read(&mut chunk).await.map_err(|_| Code::InvalidRequest)?;
+            // Up to 8 KiB per read, straight into the buffer: no chunk array
+            // in the future (it would be copied whenever the task moves).
+            let start = buf.len();
+            buf.reserve(8192);
+            let room = buf.capacity() - start;
+            let n = (&mut *r)
+                .take(room.min(8192) as u64)
+                .read_buf(&mut buf)
+                .await
+                .map_err(|_| Code::InvalidRequest)?;
             if n == 0 {
                 return Err(Code::InvalidRequest);
             }
-            let start = buf.len();
-            buf.extend_from_slice(&chunk[..n]);
             if let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
                 let end = start + pos;
                 if end + 1 > max {

@@ -13,6 +13,7 @@ use crate::verbs;
 use crate::writer::Writer;
 use envelope::{refusal, Auth};
 use serde_json::Value;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,10 @@ pub struct Ctx {
 
 /// Most connections served at once; later ones wait in the accept queue.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// Most open connections at which a request offers the writer thread its
+/// own duplicate of the socket to answer on (see [`crate::writer`]).
+pub const DIRECT_REPLY_MAX_ACTIVE: usize = 8;
 
 /// Accepts until `shutdown` turns true.
 pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
@@ -58,42 +63,60 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::R
     }
 }
 
+/// A request's outcome: a reply for this task to write, or one the writer
+/// thread has already written (all of it, or the first `written` bytes).
+enum Answer {
+    Reply(Value),
+    Sent { line: Vec<u8>, written: usize },
+}
+
+fn line_of(reply: &Value) -> Vec<u8> {
+    let mut line = serde_json::to_vec(reply).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
 async fn handle(mut stream: UnixStream, ctx: &Ctx) {
     // Peer identity comes from the kernel before any byte is parsed.
     let peer = stream.peer_cred().ok();
-    let reply =
+    let answer =
         match frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE).await {
-            Err(code) => refusal(code, None),
+            Err(code) => Answer::Reply(refusal(code, None)),
             Ok(bytes) => request(ctx, &stream, &bytes, peer.and_then(|p| p.pid())).await,
         };
-    let mut line = reply.to_string().into_bytes();
-    line.push(b'\n');
+    let (line, written) = match answer {
+        Answer::Reply(v) => (line_of(&v), 0),
+        Answer::Sent { line, written } => (line, written),
+    };
+    if written == line.len() {
+        // The writer thread wrote it all and shut the write side.
+        return;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let _ = stream.write_all(&line).await;
+        let _ = stream.write_all(&line[written..]).await;
         let _ = stream.shutdown().await;
     })
     .await;
 }
 
-async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<i32>) -> Value {
+async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<i32>) -> Answer {
     let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
-        return refusal(Code::InvalidRequest, None);
+        return Answer::Reply(refusal(Code::InvalidRequest, None));
     };
     let id = envelope::safe_id(&v);
     let env = match envelope::parse(v) {
         Ok(e) => e,
-        Err(code) => return refusal(code, id),
+        Err(code) => return Answer::Reply(refusal(code, id)),
     };
     let verb = env.verb;
     let args = env.args;
-    let result = match env.auth {
+    match env.auth {
         Auth::Cap(cap) => {
-            ctx.writer
-                .run(move |core| {
-                    let caller = core.caller(&cap).ok_or(Code::UnknownCapability)?;
-                    verbs::dispatch(core, &caller, &verb, args)
-                })
-                .await
+            on_writer(ctx, stream, id, move |core| {
+                let caller = core.caller(&cap).ok_or(Code::UnknownCapability)?;
+                verbs::dispatch(core, &caller, &verb, args)
+            })
+            .await
         }
         Auth::Shim {
             kind,
@@ -111,17 +134,94 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<
                 .check(kind, &business, &proof, peer_pid, pidfd)
                 .await
             {
-                Err(code) => Ok(Err(code)),
+                Err(code) => Answer::Reply(refusal(code, id)),
                 Ok(caller) => {
-                    ctx.writer
-                        .run(move |core| verbs::dispatch(core, &caller, &verb, args))
-                        .await
+                    on_writer(ctx, stream, id, move |core| {
+                        verbs::dispatch(core, &caller, &verb, args)
+                    })
+                    .await
                 }
             }
         }
-    };
-    match result.and_then(|r| r) {
-        Ok(v) => envelope::ok(v, id),
-        Err(code) => refusal(code, id),
     }
+}
+
+/// Runs a verb on the writer thread. Its reply is sent only once its batch
+/// is durable: by the writer thread itself when the batch was small (on its
+/// own duplicate of the socket, without blocking: whatever does not fit in
+/// the socket buffer is left to this task), else by this task.
+async fn on_writer(
+    ctx: &Ctx,
+    stream: &UnixStream,
+    id: Option<i64>,
+    f: impl FnOnce(&mut crate::core::Core) -> Result<Value, Code> + Send + 'static,
+) -> Answer {
+    // Only when few connections are open: under load the batches are too
+    // big for the writer to answer itself, and a duplicate per connection
+    // would double the descriptors the connection cap allows for.
+    let fd = if ctx.active.load(Ordering::Relaxed) <= DIRECT_REPLY_MAX_ACTIVE {
+        stream.as_fd().try_clone_to_owned().ok()
+    } else {
+        None
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let submitted = ctx.writer.submit(f, move |r, direct| {
+        let reply = match r.and_then(|r| r) {
+            Ok(v) => envelope::ok(v, id),
+            Err(code) => refusal(code, id),
+        };
+        let answer = match fd {
+            Some(fd) if direct => {
+                let line = line_of(&reply);
+                let written = send_now(&fd, &line);
+                Answer::Sent { line, written }
+            }
+            // Closed on the I/O thread, not here.
+            fd => {
+                let _ = tx.send((Answer::Reply(reply), fd));
+                return;
+            }
+        };
+        let _ = tx.send((answer, None));
+    });
+    if let Err(code) = submitted {
+        return Answer::Reply(refusal(code, id));
+    }
+    match rx.await {
+        Ok((answer, _fd)) => answer,
+        Err(_) => Answer::Reply(refusal(Code::StorageUnavailable, id)),
+    }
+}
+
+/// Writes what the socket takes now, without blocking; when that is the
+/// whole line, shuts the write side (the client reads to end of file).
+/// Returns the bytes written.
+fn send_now(fd: &OwnedFd, line: &[u8]) -> usize {
+    let mut done = 0;
+    while done < line.len() {
+        let rest = &line[done..];
+        // SAFETY: `fd` is an open socket this function borrows; `rest` is a
+        // live buffer of `rest.len()` bytes.
+        let n = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n > 0 {
+            done += n as usize;
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            break;
+        }
+    }
+    if done == line.len() {
+        // SAFETY: as above; shutting the write side has no memory effects.
+        unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+    }
+    done
 }

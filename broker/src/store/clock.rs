@@ -47,12 +47,30 @@ pub fn format_ms(ms: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
+    if !(0..=9999).contains(&y) {
+        return format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+            sod / 3600,
+            (sod % 3600) / 60,
+            sod % 60
+        );
+    }
+    // The common case by hand: this runs twice per message on the writer thread.
+    let mut b = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: i64| {
+        for i in (at..at + width).rev() {
+            b[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y);
+    put(5, 2, m);
+    put(8, 2, d);
+    put(11, 2, sod / 3600);
+    put(14, 2, (sod % 3600) / 60);
+    put(17, 2, sod % 60);
+    put(20, 3, milli);
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 /// Parses a canonical timestamp back to epoch milliseconds; `None` if it is
@@ -132,6 +150,11 @@ mod tests {
         assert!(b > a, "{b} must sort after {a}");
         assert_eq!(parse_canonical(&a).map(format_ms), Some(a.clone()));
         assert_eq!(format_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_ms(1_709_251_199_999), "2024-02-29T23:59:59.999Z");
+        assert_eq!(format_ms(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        for ms in [0i64, 951_782_400_000, 1_900_000_000_123, 4_102_444_800_000] {
+            assert_eq!(parse_canonical(&format_ms(ms)), Some(ms));
+        }
         assert_eq!(
             parse_canonical("2024-02-29T23:59:59.999Z"),
             Some(1_709_251_199_999)

@@ -82,12 +82,15 @@ pub fn holder(
     business: &str,
     role: &str,
 ) -> Result<Option<String>, Code> {
-    tx.query_row(
+    tx.prepare_cached(
         "SELECT op, run FROM role_claims WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
-        params![business, role],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
     )
-    .optional()
+    .and_then(|mut s| {
+        s.query_row(params![business, role], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()
+    })
     .map_err(|e| map_sql_error(&e))
     .map(|o| o.and_then(|(op, run)| (op == "claim").then_some(run)))
 }
@@ -99,11 +102,10 @@ pub fn revoked(
     role: &str,
     run: &str,
 ) -> Result<bool, Code> {
-    tx.query_row(
+    tx.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM role_claims WHERE run = ?1 AND business = ?2 AND role = ?3 AND op = 'revoke')",
-        params![run, business, role],
-        |r| r.get(0),
     )
+    .and_then(|mut s| s.query_row(params![run, business, role], |r| r.get(0)))
     .map_err(|e| map_sql_error(&e))
 }
 

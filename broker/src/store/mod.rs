@@ -31,10 +31,59 @@ pub struct Store {
     pub unread: messages::Unread,
 }
 
+/// A savepoint on the store's connection: released by [`Sp::release`],
+/// rolled back (and released) when dropped without it. Its statements are
+/// prepared once and kept, unlike `rusqlite::Savepoint`'s, which are parsed
+/// again on every use. Derefs to the connection, for the verbs' queries.
+pub struct Sp<'a> {
+    conn: &'a Connection,
+    released: bool,
+}
+
+impl<'a> Sp<'a> {
+    fn open(conn: &'a Connection) -> rusqlite::Result<Sp<'a>> {
+        run_cached(conn, "SAVEPOINT verb")?;
+        Ok(Sp {
+            conn,
+            released: false,
+        })
+    }
+
+    /// Keeps the savepoint's changes (they become durable with the enclosing
+    /// transaction's COMMIT; outside one, this commits them itself).
+    /// On failure the savepoint is rolled back when dropped, as `rusqlite`'s is.
+    fn release(mut self) -> rusqlite::Result<()> {
+        run_cached(self.conn, "RELEASE verb")?;
+        self.released = true;
+        Ok(())
+    }
+}
+
+impl Drop for Sp<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            let _ = run_cached(self.conn, "ROLLBACK TO verb");
+            let _ = run_cached(self.conn, "RELEASE verb");
+        }
+    }
+}
+
+impl std::ops::Deref for Sp<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+/// Runs one statement that returns no rows, prepared once per connection.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// One verb's writes: a savepoint (inside the writer's batch transaction,
 /// or a transaction of its own outside one) with the broker's clock beside it.
 pub struct Tx<'a> {
-    pub tx: rusqlite::Savepoint<'a>,
+    pub tx: Sp<'a>,
     pub clock: &'a mut Clock,
     /// The known-token check every writer applies before inserting.
     pub tokens: &'a crate::tokens::KnownTokens,
@@ -114,7 +163,7 @@ impl Store {
     /// rolled back on `Err`. Inside a batch ([`Store::begin_batch`]) it becomes
     /// durable with the batch's COMMIT; outside one it commits on its own.
     pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Code>) -> Result<T, Code> {
-        let sp = self.conn.savepoint().map_err(storage)?;
+        let sp = Sp::open(&self.conn).map_err(storage)?;
         let mut t = Tx {
             tx: sp,
             clock: &mut self.clock,
@@ -124,7 +173,7 @@ impl Store {
         match f(&mut t) {
             Ok(v) => {
                 let Tx { tx, unread, .. } = t;
-                tx.commit().map_err(storage)?;
+                tx.release().map_err(storage)?;
                 for op in unread {
                     self.unread.apply(op);
                 }
@@ -138,18 +187,18 @@ impl Store {
 
     /// Opens the batch transaction the writer thread runs a group of requests in.
     pub fn begin_batch(&mut self) -> Result<(), Code> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(storage)
+        run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)
     }
 
     /// Commits the batch (durably: WAL, synchronous=FULL); on failure rolls it back.
     pub fn commit_batch(&mut self) -> Result<(), Code> {
-        match self.conn.execute_batch("COMMIT") {
+        match run_cached(&self.conn, "COMMIT") {
             Ok(()) => {
                 self.batches_committed += 1;
                 Ok(())
             }
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = run_cached(&self.conn, "ROLLBACK");
                 Err(storage(e))
             }
         }
