@@ -12,6 +12,7 @@ use mosaic_proofd::proof::client::{ProofdClient, ProofdError};
 use mosaic_proofd::proof::Kind;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The helper's side of a check, as the gate needs it.
@@ -113,10 +114,16 @@ enum Source {
     /// connected socket (see [`adopt_from_systemd`]). It cannot be replaced
     /// from in here: once its channel breaks, proofs refuse
     /// `proof-unavailable` until the service is restarted.
-    Adopted {
-        stream: &'static UnixStream,
-        lost: bool,
-    },
+    Adopted(&'static Adopted),
+}
+
+/// The helper's channel taken from systemd, for the life of the process.
+pub struct Adopted {
+    stream: UnixStream,
+    /// Set once a client on it broke or failed its handshake or registry:
+    /// the channel may then hold half a reply, so it is never used again
+    /// (by this runtime or a later boot's).
+    lost: AtomicBool,
 }
 
 /// `mosaic-proofd` as the gate's verifier. A spawned helper that died or
@@ -144,32 +151,48 @@ impl Proofd {
         p.client.is_some().then_some(p)
     }
 
-    fn connect(&mut self) -> Option<ProofdClient> {
-        match &mut self.source {
+    fn connect(&self) -> Option<ProofdClient> {
+        match &self.source {
             Source::Spawn(exe) => ProofdClient::spawn(exe).ok(),
-            Source::Adopted { lost: true, .. } => None,
-            Source::Adopted { stream, lost } => {
-                // A client that broke mid-call may have left half a reply
-                // on the shared channel; never reuse it after that.
-                *lost = true;
-                let c = ProofdClient::adopt(stream.try_clone().ok()?).ok()?;
-                *lost = false;
-                Some(c)
+            Source::Adopted(a) if a.lost.load(Ordering::SeqCst) => None,
+            Source::Adopted(a) => {
+                let c = a
+                    .stream
+                    .try_clone()
+                    .ok()
+                    .and_then(|s| ProofdClient::adopt(s).ok());
+                if c.is_none() {
+                    a.lost.store(true, Ordering::SeqCst);
+                }
+                c
+            }
+        }
+    }
+
+    /// Marks an adopted channel unusable (see [`Adopted::lost`]).
+    fn lose_adopted(&self) {
+        if let Source::Adopted(a) = &self.source {
+            if !a.lost.swap(true, Ordering::SeqCst) {
+                tracing::error!(
+                    code = "proof-unavailable",
+                    "the proof helper systemd started is lost; restart the service"
+                );
             }
         }
     }
 
     fn restart(&mut self) {
-        if let (Some(_), Source::Adopted { lost, .. }) = (&self.client, &mut self.source) {
-            *lost = true;
+        // A client that is replaced broke (or failed its registry).
+        if self.client.take().is_some() {
+            self.lose_adopted();
         }
-        self.client = None;
         match self.connect() {
             Some(mut c) => {
                 if c.set_launches(&self.launches).is_ok() {
                     tracing::info!(pid = c.pid(), "proof helper started");
                     self.client = Some(c);
                 } else {
+                    self.lose_adopted();
                     tracing::warn!(
                         code = "proof-unavailable",
                         "proof helper refused its registry"
@@ -237,7 +260,7 @@ pub fn spawn_default() -> Option<Box<dyn Verifier>> {
 }
 
 /// The helper systemd handed over, once [`adopt_from_systemd`] found it.
-static ADOPTED: OnceLock<UnixStream> = OnceLock::new();
+static ADOPTED: OnceLock<Adopted> = OnceLock::new();
 
 /// The name `mosaic-proofd --systemd-fdstore` gives its socket in systemd's
 /// file descriptor store; systemd passes it back under that name.
@@ -286,15 +309,15 @@ pub fn adopt_from_systemd() -> Result<(), Code> {
     }
     // SAFETY: fcntl on our own fd: keep it out of anything we spawn.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    ADOPTED.set(stream).map_err(|_| Code::ProofdSpawn)
+    ADOPTED
+        .set(Adopted {
+            stream,
+            lost: AtomicBool::new(false),
+        })
+        .map_err(|_| Code::ProofdSpawn)
 }
 
 /// The helper [`adopt_from_systemd`] took, as the gate's verifier.
 pub fn adopted() -> Option<Box<dyn Verifier>> {
-    let stream = ADOPTED.get()?;
-    Proofd::start(Source::Adopted {
-        stream,
-        lost: false,
-    })
-    .map(|p| Box::new(p) as Box<dyn Verifier>)
+    Proofd::start(Source::Adopted(ADOPTED.get()?)).map(|p| Box::new(p) as Box<dyn Verifier>)
 }
