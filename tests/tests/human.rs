@@ -474,9 +474,66 @@ fn host_op(host: &mut std::io::BufReader<std::os::unix::net::UnixStream>, v: Val
     serde_json::from_str(&line).unwrap_or(Value::Null)
 }
 
+/// A booted `mosaic-bus --control` inside a new user namespace (as a
+/// sandboxed systemd user unit runs it), on a fresh data root.
+struct NsBroker {
+    child: std::process::Child,
+    host: std::io::BufReader<std::os::unix::net::UnixStream>,
+    boot: Value,
+    socket: PathBuf,
+    _root: tempfile::TempDir,
+}
+
+impl NsBroker {
+    fn start(run_dir: &Path, stored: Option<&std::os::fd::OwnedFd>) -> NsBroker {
+        let root = data_root();
+        let (child, mut host) = namespaced_control(run_dir, stored);
+        let boot = host_op(
+            &mut host,
+            json!({"op": "boot", "config": config(root.path())}),
+        );
+        assert_eq!(boot["ok"], json!(true), "{boot}");
+        NsBroker {
+            child,
+            host,
+            boot,
+            socket: root.path().join("bus/bus.sock"),
+            _root: root,
+        }
+    }
+
+    /// A human request through the real shim from a clean, detached tree.
+    fn human_trail(&self, io: &Path, shim_env: &[&str]) -> Value {
+        let human = Shim {
+            exe: bin("mosaic-human-cli"),
+            socket: &self.socket,
+            dir: io,
+        };
+        let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "x"}});
+        human.run(&trail, true, &[], shim_env, "").0
+    }
+
+    fn close(mut self) {
+        let r = host_op(&mut self.host, json!({"op": "close"}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// The pids of processes whose environment holds exactly `entry`.
+fn pids_with_env(entry: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| e.split(|b| *b == 0).any(|kv| kv == entry.as_bytes()))
+        })
+        .collect()
+}
+
 #[test]
 fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored() {
-    let trail = json!({"business": "acme", "verb": "trail", "args": {"subject": "x"}});
     let io = env_dir();
     let run = tempfile::Builder::new()
         .prefix("mosaic-run-")
@@ -490,28 +547,12 @@ fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored(
 
     // Why the helper lives outside: a broker in a user namespace that spawns
     // its own helper cannot read a shim's /proc entries.
-    let root = data_root();
-    let (mut child, mut host) = namespaced_control(run.path(), None);
-    let boot = host_op(
-        &mut host,
-        json!({"op": "boot", "config": config(root.path())}),
-    );
-    assert_eq!(boot["ok"], json!(true), "{boot}");
-    let socket = root.path().join("bus/bus.sock");
-    let human = Shim {
-        exe: bin("mosaic-human-cli"),
-        socket: &socket,
-        dir: io.path(),
-    };
+    let b = NsBroker::start(run.path(), None);
     assert_eq!(
-        human.run(&trail, true, &[], &[], "").0,
+        b.human_trail(io.path(), &[]),
         json!({"ok": false, "error": "proof-unreadable"})
     );
-    assert_eq!(
-        host_op(&mut host, json!({"op": "close"}))["ok"],
-        json!(true)
-    );
-    assert!(child.wait().unwrap().success());
+    b.close();
 
     // systemd's side of `ExecStartPre=+mosaic-proofd --systemd-fdstore`.
     let notify_path = run.path().join("manager-notify");
@@ -519,12 +560,11 @@ fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored(
     manager
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
+    let tag = format!("{:016x}", rand_u64());
     let mut pre = Command::new(bin("mosaic-proofd"));
-    let tag = format!("MOSAIC_TEST_HELPER={:016x}", rand_u64());
-    let (tag_key, tag_value) = tag.split_once('=').unwrap();
     pre.arg("--systemd-fdstore")
         .env("NOTIFY_SOCKET", &notify_path)
-        .env(tag_key, tag_value)
+        .env("MOSAIC_TEST_HELPER", &tag)
         .stdin(Stdio::null());
     // SAFETY: only prctl between fork and exec.
     unsafe { pre.pre_exec(drop_bounding_set) };
@@ -540,33 +580,45 @@ fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored(
     assert!(pre.wait().unwrap().success(), "the launcher exits 0");
 
     // The broker (still in its user namespace) gets the stored helper.
-    let root = data_root();
-    let (mut child, mut host) = namespaced_control(run.path(), Some(&stored));
-    let boot = host_op(
-        &mut host,
-        json!({"op": "boot", "config": config(root.path())}),
-    );
-    assert_eq!(boot["ok"], json!(true), "{boot}");
-    let socket = root.path().join("bus/bus.sock");
-    let human = Shim {
-        exe: bin("mosaic-human-cli"),
-        socket: &socket,
-        dir: io.path(),
-    };
+    let b = NsBroker::start(run.path(), Some(&stored));
     assert_eq!(
-        human.run(&trail, true, &[], &[], "").0,
+        b.human_trail(io.path(), &[]),
         json!({"ok": true, "result": []})
     );
     // The same refusals as ever.
     assert_eq!(
-        human.run(&trail, true, &[], &["CLAUDECODE=1"], "").0["error"],
+        b.human_trail(io.path(), &["CLAUDECODE=1"])["error"],
         json!("proof-run-marker")
     );
+    b.close();
+
+    // A second boot of a broker on the same stored helper (as after a
+    // refused boot in control mode) still proves.
+    let b = NsBroker::start(run.path(), Some(&stored));
     assert_eq!(
-        host_op(&mut host, json!({"op": "close"}))["ok"],
-        json!(true)
+        b.human_trail(io.path(), &[]),
+        json!({"ok": true, "result": []})
     );
-    assert!(child.wait().unwrap().success());
+
+    // The broker can't replace a helper it didn't start: once it is gone,
+    // proofs refuse `proof-unavailable` (until the unit restarts), and
+    // everything else keeps working.
+    let helpers = pids_with_env(&format!("MOSAIC_TEST_HELPER={tag}"));
+    assert_eq!(helpers.len(), 1, "one forked helper runs: {helpers:?}");
+    // SAFETY: kill on a pid we just found.
+    unsafe { libc::kill(helpers[0], libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..2 {
+        assert_eq!(
+            b.human_trail(io.path(), &[]),
+            json!({"ok": false, "error": "proof-unavailable"})
+        );
+    }
+    let cap = b.boot["readers"][0]["cap"].as_str().unwrap();
+    let req = json!({"cap": cap, "verb": "trail", "args": {"subject": "x"}});
+    let r = raw_request(&b.socket, format!("{req}\n").as_bytes());
+    assert_eq!(r["ok"], json!(true), "{r}");
+    b.close();
 }
 
 #[test]
