@@ -508,3 +508,42 @@ fn a_live_backup_boots_in_a_new_root_with_the_evidence() {
     let _ = run.kill();
     let _ = run.wait();
 }
+
+#[test]
+fn every_unit_verifies_and_rates_two_or_lower() {
+    // The README's test command has built the binaries the units name.
+    bin("mosaic-bus");
+    bin("mosaic-proofd");
+    bin("mosaic-leased");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/check.sh");
+    let out = Command::new("sh")
+        .arg(&script)
+        .output()
+        .expect("run systemd/check.sh (needs systemd-analyze)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let units = [
+        "mosaic-bus.service",
+        "mosaic-bus@.service",
+        "mosaic-leased.service",
+    ];
+    for unit in units {
+        assert!(
+            text.contains(&format!("verify {unit}: ok")),
+            "{unit} does not verify:\n{text}"
+        );
+    }
+    let scores: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("Overall exposure level for ").nth(1))
+        .filter_map(|rest| rest.split(": ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(scores.len(), units.len(), "{text}");
+    for s in scores {
+        assert!(s <= 2.0, "an exposure above 2.0:\n{text}");
+    }
+}
