@@ -511,6 +511,15 @@ fn a_live_backup_boots_in_a_new_root_with_the_evidence() {
 
 #[test]
 fn every_unit_verifies_and_rates_two_or_lower() {
+    // systemd-analyze is part of this machine image (Debian's systemd
+    // package); without it there is nothing to check the units with.
+    let found = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| d.join("systemd-analyze").is_file())
+    });
+    if !found {
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    }
     // The README's test command has built the binaries the units name.
     bin("mosaic-bus");
     bin("mosaic-proofd");
