@@ -202,11 +202,6 @@ impl Proofd {
             None => tracing::warn!(code = "proof-unavailable", "cannot start the proof helper"),
         }
     }
-
-    /// The helper's pid, when the broker spawned one that runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.client.as_ref().and_then(|c| c.pid())
-    }
 }
 
 impl Verifier for Proofd {
