@@ -247,8 +247,9 @@ CREATE TRIGGER role_claims_revoked_run BEFORE INSERT ON role_claims
   BEGIN SELECT RAISE(ABORT, 'run-revoked'); END;
 
 CREATE TRIGGER messages_class BEFORE INSERT ON messages
-  WHEN NEW.class NOT IN ('REQUEST', 'ASSIGNMENT', 'REVIEW-REQUEST', 'REVIEW-RESULT',
-    'RESULT', 'INFO', 'DECISION', 'REACTION')
+  WHEN NOT (NEW.class = 'REQUEST' OR NEW.class = 'ASSIGNMENT'
+    OR NEW.class = 'REVIEW-REQUEST' OR NEW.class = 'REVIEW-RESULT' OR NEW.class = 'RESULT'
+    OR NEW.class = 'INFO' OR NEW.class = 'DECISION' OR NEW.class = 'REACTION')
   BEGIN SELECT RAISE(ABORT, 'invalid-class'); END;
 CREATE TRIGGER messages_same_business BEFORE INSERT ON messages
   WHEN (NEW.in_reply_to IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages

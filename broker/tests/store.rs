@@ -338,3 +338,46 @@ fn pinned_schema_counts() {
     assert_eq!(count("view"), 5);
     assert!(count("trigger") >= 36);
 }
+
+#[test]
+fn the_database_itself_refuses_a_message_class_outside_the_eight() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let insert = |id: &str, class: &str| {
+        c.execute(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES (?1, 'acme', 'pm', 'run-1', 'cto', ?2, 'hi', '2099-01-01T00:00:00.000Z')",
+            params![id, class],
+        )
+    };
+    for bad in ["", "info", "INFO ", "NOTE", "REQUESTS"] {
+        let r = insert(&format!("bad-{bad}"), bad);
+        assert!(format!("{r:?}").contains("invalid-class"), "{bad:?}: {r:?}");
+    }
+    // Each class the spec names passes the class trigger (the timestamp
+    // trigger then wants a later `at` per row, hence the seconds).
+    for (i, class) in [
+        "REQUEST",
+        "ASSIGNMENT",
+        "REVIEW-REQUEST",
+        "REVIEW-RESULT",
+        "RESULT",
+        "INFO",
+        "DECISION",
+        "REACTION",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = c.execute(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES (?1, 'acme', 'pm', 'run-1', 'cto', ?2, 'hi', ?3)",
+            params![
+                format!("ok-{i}"),
+                class,
+                format!("2099-01-01T00:00:{i:02}.000Z")
+            ],
+        );
+        assert_eq!(r.ok(), Some(1), "{class}");
+    }
+}

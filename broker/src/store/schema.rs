@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3b";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "3e5df68c0d52f6bdfabc0e4e45137068c4317e70745737ad62469258f8e01904";
+pub const SCHEMA_SHA256: &str = "6c5f5f1f8cd72aa447b7839a3bf69bf1108cdbaa55245426e328b32918e3e059";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "c0b508bee676344b0064865dfa1859a431e1c6e2306972bc819059b2cbba05a4";
+pub const MASTER_SHA256: &str = "5d53bc58870af536406d5a7f6a718cf6d649e3fde5b9ca59671e11201a8c75f6";
 
 /// Tables whose rows carry broker timestamps.
 pub const EVIDENCE_TABLES: &[&str] = &[
