@@ -467,26 +467,18 @@ pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
             ],
             event_json,
         )?);
-        t.extend(collect(
-            conn,
-            "SELECT seq, message, run, at FROM deliveries WHERE message = ?1",
-            params![subject],
-            |r| {
-                Ok(json!({"record": "delivery", "seq": r.get::<_, i64>(0)?,
-                    "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
-                    "at": r.get::<_, String>(3)?}))
-            },
-        )?);
-        t.extend(collect(
-            conn,
-            "SELECT seq, message, run, at FROM read_receipts WHERE message = ?1",
-            params![subject],
-            |r| {
-                Ok(json!({"record": "read", "seq": r.get::<_, i64>(0)?,
-                    "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
-                    "at": r.get::<_, String>(3)?}))
-            },
-        )?);
+        for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
+            t.extend(collect(
+                conn,
+                &format!("SELECT seq, message, run, at FROM {table} WHERE message = ?1"),
+                params![subject],
+                |r| {
+                    Ok(json!({"record": record, "seq": r.get::<_, i64>(0)?,
+                        "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
+                        "at": r.get::<_, String>(3)?}))
+                },
+            )?);
+        }
         t.extend(tag(vec![m], "message"));
     }
     Ok(t.finish())
