@@ -652,4 +652,20 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
         String::from_utf8_lossy(&out.stderr).trim(),
         r#"{"error":"no-notify-socket"}"#
     );
+    // A manager that isn't there to take the descriptor: the launcher kills
+    // the helper it forked and says so.
+    let tag = format!("{:016x}", rand_u64());
+    let out = Command::new(bin("mosaic-proofd"))
+        .arg("--systemd-fdstore")
+        .env("NOTIFY_SOCKET", run.path().join("no-manager"))
+        .env("MOSAIC_TEST_HELPER", &tag)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        r#"{"error":"notify"}"#
+    );
+    assert!(pids_with_env(&format!("MOSAIC_TEST_HELPER={tag}")).is_empty());
 }
