@@ -11,6 +11,7 @@ pub mod messages;
 pub mod reviews;
 pub mod root;
 pub mod schema;
+pub mod wal_vfs;
 
 use crate::error::Code;
 pub use clock::Clock;
@@ -134,7 +135,14 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(db_path, flags).map_err(|e| {
+        // The WAL-append shim (see `wal_vfs`) when it registered; SQLite's
+        // own unix VFS otherwise, which stores the very same bytes.
+        let opened = if wal_vfs::register() {
+            Connection::open_with_flags_and_vfs(db_path, flags, wal_vfs::NAME)
+        } else {
+            Connection::open_with_flags(db_path, flags)
+        };
+        let conn = opened.map_err(|e| {
             tracing::warn!(kind = ?sql_kind(&e), "cannot open the database");
             Code::StorageUnavailable
         })?;
