@@ -111,3 +111,70 @@ fn a_failed_request_inside_a_group_rolls_back_alone() {
     drop(thread.join().unwrap());
     bus.release();
 }
+
+/// The first request of a batch runs without a savepoint (the batch holds
+/// nothing else yet); when it fails, the whole batch transaction is rolled
+/// back and begun again, so it leaves no trace and the batch goes on.
+#[test]
+fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (mut core, bus) = core(d.path());
+    let count = |c: &Core| -> i64 {
+        c.store
+            .conn()
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap()
+    };
+    let start = count(&core);
+    let before = core.store.batches_committed;
+
+    // Fail, fail again (both first in the batch), succeed, fail, succeed.
+    core.store.begin_batch().unwrap();
+    assert_eq!(emit(&mut core, "f1", true), Err(Code::NotAuthorized));
+    assert_eq!(count(&core), start, "the first failure is undone at once");
+    assert_eq!(emit(&mut core, "f2", true), Err(Code::NotAuthorized));
+    emit(&mut core, "ok1", false).unwrap();
+    assert_eq!(emit(&mut core, "f3", true), Err(Code::NotAuthorized));
+    emit(&mut core, "ok2", false).unwrap();
+    assert!(!core.store.conn().is_autocommit(), "still one open batch");
+    core.store.commit_batch().unwrap();
+    assert_eq!(core.store.batches_committed, before + 1);
+
+    // A batch whose only request fails commits nothing.
+    core.store.begin_batch().unwrap();
+    assert_eq!(emit(&mut core, "f4", true), Err(Code::NotAuthorized));
+    core.store.commit_batch().unwrap();
+
+    let subjects: Vec<String> = {
+        let mut st = core
+            .store
+            .conn()
+            .prepare("SELECT subject FROM events WHERE subject IS NOT NULL ORDER BY seq")
+            .unwrap();
+        let v = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        v
+    };
+    assert_eq!(subjects, ["ok1", "ok2"]);
+    drop(core);
+    bus.release();
+
+    // What was kept is durable: a fresh open sees exactly it.
+    let bus = BusDir::acquire(d.path()).unwrap();
+    let store = Store::open(&bus.db_path()).unwrap();
+    let n: i64 = store
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM events WHERE subject IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 2);
+    drop(store);
+    bus.release();
+}

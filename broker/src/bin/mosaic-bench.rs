@@ -63,14 +63,39 @@ fn exchange(path: &Path, line: &[u8]) -> Value {
     serde_json::from_slice(out.trim_ascii_end()).unwrap_or(Value::Null)
 }
 
-fn call(path: &Path, cap: &str, verb: &str, args: Value) -> Value {
+/// One request on its own connection, as an agent's client makes it:
+/// connect, write the line, close the writing half, read to end of file,
+/// parse. The timed clients all use this one (on one thread, see [`load`]).
+async fn exchange_async(path: &Path, line: &[u8]) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::UnixStream::connect(path).await else {
+        die("connect")
+    };
+    if s.write_all(line).await.is_err() {
+        die("write");
+    }
+    let _ = s.shutdown().await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    serde_json::from_slice(out.trim_ascii_end()).unwrap_or(Value::Null)
+}
+
+fn request_line(cap: &str, verb: &str, args: Value) -> Vec<u8> {
     let mut req = json!({"cap": cap, "verb": verb});
     if !args.is_null() {
         req["args"] = args;
     }
     let mut line = req.to_string().into_bytes();
     line.push(b'\n');
-    exchange(path, &line)
+    line
+}
+
+async fn call_async(path: &Path, cap: &str, verb: &str, args: Value) -> Value {
+    exchange_async(path, &request_line(cap, verb, args)).await
+}
+
+fn call(path: &Path, cap: &str, verb: &str, args: Value) -> Value {
+    exchange(path, &request_line(cap, verb, args))
 }
 
 /// The socket floor: a server that frames exactly like the broker and answers at once.
@@ -90,16 +115,11 @@ fn socket_floor(dir: &Path, n: usize) -> Value {
     });
     let req = json!({"cap": "x".repeat(43), "verb": "message.send", "args": {"to": "r1", "body": "hello"}});
     let line = format!("{req}\n").into_bytes();
-    let mut lat = Vec::with_capacity(n);
-    let t0 = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        let _ = exchange(&path, &line);
-        lat.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let wall = t0.elapsed();
+    let r = load(1, n, async |_, _| {
+        let _ = exchange_async(&path, &line).await;
+    });
     let _ = server.join();
-    summary(lat, wall)
+    r
 }
 
 /// The commit floor: one comparable row per FULL-synchronous WAL commit.
@@ -267,27 +287,53 @@ impl Broker {
     }
 }
 
-/// `clients` threads each doing `per` calls of `f(client_index, iteration)`.
-fn load(clients: usize, per: usize, f: impl Fn(usize, usize) + Sync) -> Value {
+/// `clients` concurrent clients each doing `per` calls of
+/// `f(client_index, iteration)`, all driven by one thread (a tokio
+/// current-thread runtime). One thread rather than one per client: on a
+/// 2-core machine 32 client threads took more CPU than the broker itself
+/// (context switches), and the figures measured the load generator.
+fn load(clients: usize, per: usize, f: impl AsyncFn(usize, usize)) -> Value {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        die("runtime")
+    };
     let t0 = Instant::now();
-    let lat: Vec<f64> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..clients)
+    let lat: Vec<f64> = rt.block_on(async {
+        let f = &f;
+        let mut clients: Vec<_> = (0..clients)
             .map(|c| {
-                let f = &f;
-                s.spawn(move || {
-                    (0..per)
-                        .map(|i| {
-                            let t = Instant::now();
-                            f(c, i);
-                            t.elapsed().as_secs_f64() * 1e6
-                        })
-                        .collect::<Vec<f64>>()
+                Box::pin(async move {
+                    let mut lat = Vec::with_capacity(per);
+                    for i in 0..per {
+                        let t = Instant::now();
+                        f(c, i).await;
+                        lat.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    lat
                 })
             })
+            .map(Some)
             .collect();
-        hs.into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
+        // Poll every unfinished client whenever any of them is woken.
+        let mut done = Vec::new();
+        std::future::poll_fn(|cx| {
+            for slot in clients.iter_mut() {
+                if let Some(fut) = slot {
+                    if let std::task::Poll::Ready(l) = std::future::Future::poll(fut.as_mut(), cx) {
+                        done.extend(l);
+                        *slot = None;
+                    }
+                }
+            }
+            if clients.iter().all(Option::is_none) {
+                std::task::Poll::Ready(std::mem::take(&mut done))
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
     });
     summary(lat, t0.elapsed())
 }
@@ -308,8 +354,8 @@ fn send_load(b: &Broker, clients: usize, per: usize) -> Value {
                 .collect()
         })
         .collect();
-    load(clients, per, |c, i| {
-        let r = exchange(&b.socket, &lines[c][i]);
+    load(clients, per, async |c, i| {
+        let r = exchange_async(&b.socket, &lines[c][i]).await;
         if r["ok"] != Value::Bool(true) {
             die("message.send refused");
         }
@@ -318,40 +364,42 @@ fn send_load(b: &Broker, clients: usize, per: usize) -> Value {
 
 fn verbs_at(b: &Broker, clients: usize, per: usize) -> Value {
     let socket = &b.socket;
-    let send = load(clients, per, |c, i| {
+    let send = load(clients, per, async |c, i| {
         // client c holds role r(c+1) and sends to r0
-        let r = call(
+        let r = call_async(
             socket,
             &b.caps[c + 1],
             "message.send",
             json!({"to": "r0", "body": format!("m{c}-{i}")}),
-        );
+        )
+        .await;
         if r["ok"] != json!(true) {
             die("message.send refused");
         }
     });
     // Each client sends itself a message, then receives and reads it.
-    let recv = load(clients, per / 2, |c, i| {
+    let recv = load(clients, per / 2, async |c, i| {
         let cap = &b.caps[c + 1];
-        let _ = call(
+        let _ = call_async(
             socket,
             &b.caps[0],
             "message.send",
             json!({"to": format!("r{}", c + 1), "body": format!("q{i}")}),
-        );
-        let got = call(socket, cap, "message.receive", Value::Null);
+        )
+        .await;
+        let got = call_async(socket, cap, "message.receive", Value::Null).await;
         let items = got["result"]["messages"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         for m in items {
             if let Some(id) = m["id"].as_str() {
-                let _ = call(socket, cap, "message.read", json!({"id": id}));
+                let _ = call_async(socket, cap, "message.read", json!({"id": id})).await;
             }
         }
     });
-    let inbox = load(clients, per, |c, _| {
-        let _ = call(socket, &b.caps[c + 1], "inbox", Value::Null);
+    let inbox = load(clients, per, async |c, _| {
+        let _ = call_async(socket, &b.caps[c + 1], "inbox", Value::Null).await;
     });
     json!({"message.send": send, "message.receive+read": recv, "inbox": inbox})
 }

@@ -26,6 +26,10 @@ pub struct Store {
     pub clock: Clock,
     /// Batch transactions committed since open.
     pub batches_committed: u64,
+    /// A batch transaction is open ([`Store::begin_batch`]).
+    in_batch: bool,
+    /// ... and no verb's changes have been kept in it yet.
+    batch_fresh: bool,
     /// Loaded credential tokens no evidence row may contain.
     pub tokens: crate::tokens::KnownTokens,
     /// Delivered messages without a read receipt (see [`messages::Unread`]).
@@ -36,8 +40,16 @@ pub struct Store {
 /// rolled back (and released) when dropped without it. Its statements are
 /// prepared once and kept, unlike `rusqlite::Savepoint`'s, which are parsed
 /// again on every use. Derefs to the connection, for the verbs' queries.
+///
+/// The first verb of a batch runs without one ([`Sp::bare`]): the batch
+/// transaction holds nothing else yet, so rolling the whole transaction
+/// back and beginning it again undoes exactly that verb, and the savepoint's
+/// bookkeeping (a copy of every page it first touches) is saved on the
+/// common one-request batch.
 pub struct Sp<'a> {
     conn: &'a Connection,
+    /// A real savepoint (else the batch transaction itself).
+    guarded: bool,
     released: bool,
 }
 
@@ -46,15 +58,27 @@ impl<'a> Sp<'a> {
         run_cached(conn, "SAVEPOINT verb")?;
         Ok(Sp {
             conn,
+            guarded: true,
             released: false,
         })
+    }
+
+    /// The batch transaction, which holds no other verb's changes.
+    fn bare(conn: &'a Connection) -> Sp<'a> {
+        Sp {
+            conn,
+            guarded: false,
+            released: false,
+        }
     }
 
     /// Keeps the savepoint's changes (they become durable with the enclosing
     /// transaction's COMMIT; outside one, this commits them itself).
     /// On failure the savepoint is rolled back when dropped, as `rusqlite`'s is.
     fn release(mut self) -> rusqlite::Result<()> {
-        run_cached(self.conn, "RELEASE verb")?;
+        if self.guarded {
+            run_cached(self.conn, "RELEASE verb")?;
+        }
         self.released = true;
         Ok(())
     }
@@ -62,7 +86,8 @@ impl<'a> Sp<'a> {
 
 impl Drop for Sp<'_> {
     fn drop(&mut self) {
-        if !self.released {
+        // A bare one is undone by the store, which restarts the batch.
+        if self.guarded && !self.released {
             let _ = run_cached(self.conn, "ROLLBACK TO verb");
             let _ = run_cached(self.conn, "RELEASE verb");
         }
@@ -162,6 +187,8 @@ impl Store {
             conn,
             clock: Clock::starting_after(floor),
             batches_committed: 0,
+            in_batch: false,
+            batch_fresh: false,
             tokens: crate::tokens::KnownTokens::default(),
             unread,
         })
@@ -171,7 +198,19 @@ impl Store {
     /// rolled back on `Err`. Inside a batch ([`Store::begin_batch`]) it becomes
     /// durable with the batch's COMMIT; outside one it commits on its own.
     pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Code>) -> Result<T, Code> {
-        let sp = Sp::open(&self.conn).map_err(storage)?;
+        if self.in_batch && self.conn.is_autocommit() {
+            // SQLite ended the batch transaction itself (an I/O error rolls
+            // it all back): what ran before in this batch is gone, and what
+            // runs now must not commit on its own; the batch's COMMIT fails
+            // and every request in it answers `storage-unavailable`.
+            return Err(Code::StorageUnavailable);
+        }
+        let bare = self.in_batch && self.batch_fresh;
+        let sp = if bare {
+            Sp::bare(&self.conn)
+        } else {
+            Sp::open(&self.conn).map_err(storage)?
+        };
         let mut t = Tx {
             tx: sp,
             clock: &mut self.clock,
@@ -182,24 +221,52 @@ impl Store {
             Ok(v) => {
                 let Tx { tx, unread, .. } = t;
                 tx.release().map_err(storage)?;
+                self.batch_fresh = false;
                 for op in unread {
                     self.unread.apply(op);
                 }
                 Ok(v)
             }
-            // Dropping the savepoint rolls it back. Timestamps it took are
-            // not reused: the clock only moves forward, which keeps order.
-            Err(code) => Err(code),
+            // Dropping the savepoint rolls it back; a bare verb is undone
+            // with the whole (otherwise empty) batch transaction. Timestamps
+            // it took are not reused: the clock only moves forward.
+            Err(code) => {
+                drop(t);
+                if bare {
+                    self.restart_batch();
+                }
+                Err(code)
+            }
+        }
+    }
+
+    /// Rolls back the batch transaction, which holds only a failed verb's
+    /// changes, and begins it again. If it cannot begin, the rest of the
+    /// batch runs as separate transactions, as when a batch cannot begin.
+    fn restart_batch(&mut self) {
+        let _ = run_cached(&self.conn, "ROLLBACK");
+        if run_cached(&self.conn, "BEGIN IMMEDIATE").is_err() {
+            self.in_batch = false;
+            self.batch_fresh = false;
         }
     }
 
     /// Opens the batch transaction the writer thread runs a group of requests in.
     pub fn begin_batch(&mut self) -> Result<(), Code> {
-        run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)
+        run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)?;
+        self.in_batch = true;
+        self.batch_fresh = true;
+        Ok(())
     }
 
     /// Commits the batch (durably: WAL, synchronous=FULL); on failure rolls it back.
     pub fn commit_batch(&mut self) -> Result<(), Code> {
+        let was_open = std::mem::replace(&mut self.in_batch, false);
+        self.batch_fresh = false;
+        if !was_open {
+            // Restarting it failed: each verb since committed on its own.
+            return Ok(());
+        }
         match run_cached(&self.conn, "COMMIT") {
             Ok(()) => {
                 self.batches_committed += 1;
