@@ -201,3 +201,111 @@ fn a_commit_reaches_the_kernel_in_one_write_where_sqlite_makes_two_per_frame() {
         "through the shim: {shim_writes} writes for {n} commits"
     );
 }
+
+const FSIZE_CHILD: &str = "MOSAIC_WAL_VFS_FSIZE_CHILD";
+
+/// Sets this process's soft file-size limit (writes past it fail with EFBIG).
+fn limit_file_size(bytes: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
+        lim.rlim_cur = bytes.min(lim.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+}
+
+/// The child half of the test below: runs alone in its own process, since
+/// the file-size limit applies to the whole process.
+fn refused_write_child(dir: &Path) {
+    // SAFETY: ignoring SIGXFSZ makes an over-limit write fail with EFBIG
+    // instead of killing the process.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let db = dir.join("a.db");
+    let c = through_shim(&db);
+    c.execute_batch("PRAGMA wal_autocheckpoint=0;").unwrap();
+    let mut acknowledged = Vec::new();
+    for k in 0..10 {
+        c.execute(
+            "INSERT INTO t(k, v) VALUES (?1, ?2)",
+            params![k, blob(k, 50)],
+        )
+        .unwrap();
+        acknowledged.push(row(k, &blob(k, 50)));
+    }
+    let wal = std::fs::metadata(dir.join("a.db-wal")).unwrap().len();
+    limit_file_size(wal + 200 * 1024);
+
+    // Commits of ~40 KiB each until the disk refuses one.
+    let mut refused = None;
+    for k in 10..100 {
+        match c.execute(
+            "INSERT INTO t(k, v) VALUES (?1, ?2)",
+            params![k, blob(k, 40_000)],
+        ) {
+            Ok(_) => acknowledged.push(row(k, &blob(k, 40_000))),
+            Err(e) => {
+                refused = Some(k);
+                let code = e.sqlite_error_code();
+                assert!(
+                    matches!(
+                        code,
+                        Some(rusqlite::ErrorCode::SystemIoFailure | rusqlite::ErrorCode::DiskFull)
+                    ),
+                    "refused with {e:?}"
+                );
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("the limit refuses a commit");
+    assert!(refused > 10, "some commits fit under the limit");
+    assert_eq!(rows(&c), acknowledged, "the refused commit left nothing");
+
+    // With room again the same connection goes on.
+    limit_file_size(u64::MAX);
+    c.execute(
+        "INSERT INTO t(k, v) VALUES (500, ?1)",
+        params![blob(500, 10)],
+    )
+    .unwrap();
+    acknowledged.push(row(500, &blob(500, 10)));
+
+    // What a kill would leave, read by plain SQLite: exactly what was acknowledged.
+    let killed = snapshot(dir, &dir.join("killed"));
+    assert_eq!(rows(&killed), acknowledged);
+    let ok: String = killed
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+}
+
+#[test]
+fn a_commit_the_disk_refuses_fails_whole_and_the_connection_goes_on() {
+    if let Ok(dir) = std::env::var(FSIZE_CHILD) {
+        refused_write_child(Path::new(&dir));
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_commit_the_disk_refuses_fails_whole_and_the_connection_goes_on",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(FSIZE_CHILD, d.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The child really ran the test (not zero filtered tests).
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
