@@ -150,6 +150,27 @@ unsafe fn methods(f: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods
     &*(*real_file(f)).pMethods
 }
 
+/// Calls the unix file's method `$m` with `$args`, or answers `$missing`
+/// if it has none.
+macro_rules! forward {
+    ($f:expr, $m:ident($($arg:expr),*) or $missing:expr) => {
+        match methods($f).$m {
+            Some(m) => m(real_file($f), $($arg),*),
+            None => $missing,
+        }
+    };
+}
+
+/// The same, after the pending run is written; a failed write is the answer.
+macro_rules! flush_then {
+    ($f:expr, $m:ident($($arg:expr),*) or $missing:expr) => {
+        match flush($f) {
+            ffi::SQLITE_OK => forward!($f, $m($($arg),*) or $missing),
+            rc => rc,
+        }
+    };
+}
+
 /// Writes the pending run, if any; its bytes are dropped either way.
 unsafe fn flush(f: *mut ffi::sqlite3_file) -> c_int {
     let p = (*f.cast::<Wrapped>()).pending;
@@ -191,31 +212,22 @@ unsafe extern "C" fn x_write(
     if !p.is_null() && n <= MAX_PENDING {
         let run_end = (*p).offset.checked_add((*p).bytes.len() as i64);
         let continues = (*p).bytes.is_empty() || run_end == Some(offset);
-        if continues && (*p).bytes.len() + n <= MAX_PENDING {
-            if (*p).bytes.is_empty() {
-                (*p).offset = offset;
+        if !(continues && (*p).bytes.len() + n <= MAX_PENDING) {
+            // Not an append to the run (or it would grow too big): the run
+            // goes to the kernel first, and this write starts a new one.
+            let rc = flush(f);
+            if rc != ffi::SQLITE_OK {
+                return rc;
             }
-            (*p).bytes
-                .extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), n));
-            return ffi::SQLITE_OK;
         }
-        let rc = flush(f);
-        if rc != ffi::SQLITE_OK {
-            return rc;
+        if (*p).bytes.is_empty() {
+            (*p).offset = offset;
         }
-        (*p).offset = offset;
         (*p).bytes
             .extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), n));
         return ffi::SQLITE_OK;
     }
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xWrite {
-        Some(w) => w(real_file(f), data, amt, offset),
-        None => ffi::SQLITE_IOERR_WRITE,
-    }
+    flush_then!(f, xWrite(data, amt, offset) or ffi::SQLITE_IOERR_WRITE)
 }
 
 unsafe extern "C" fn x_close(f: *mut ffi::sqlite3_file) -> c_int {
@@ -225,10 +237,7 @@ unsafe extern "C" fn x_close(f: *mut ffi::sqlite3_file) -> c_int {
         drop(Box::from_raw((*w).pending));
         (*w).pending = std::ptr::null_mut();
     }
-    let closed = match methods(f).xClose {
-        Some(c) => c(real_file(f)),
-        None => ffi::SQLITE_OK,
-    };
+    let closed = forward!(f, xClose() or ffi::SQLITE_OK);
     (*w).base.pMethods = std::ptr::null();
     if rc != ffi::SQLITE_OK {
         rc
@@ -243,71 +252,37 @@ unsafe extern "C" fn x_read(
     amt: c_int,
     offset: i64,
 ) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return ffi::SQLITE_IOERR_READ;
-    }
-    match methods(f).xRead {
-        Some(r) => r(real_file(f), buf, amt, offset),
-        None => ffi::SQLITE_IOERR_READ,
+    match flush(f) {
+        ffi::SQLITE_OK => forward!(f, xRead(buf, amt, offset) or ffi::SQLITE_IOERR_READ),
+        _ => ffi::SQLITE_IOERR_READ,
     }
 }
 
 unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xTruncate {
-        Some(t) => t(real_file(f), size),
-        None => ffi::SQLITE_IOERR_TRUNCATE,
-    }
+    flush_then!(f, xTruncate(size) or ffi::SQLITE_IOERR_TRUNCATE)
 }
 
 unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xSync {
-        Some(s) => s(real_file(f), flags),
-        None => ffi::SQLITE_IOERR_FSYNC,
-    }
+    flush_then!(f, xSync(flags) or ffi::SQLITE_IOERR_FSYNC)
 }
 
 unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xFileSize {
-        Some(s) => s(real_file(f), size),
-        None => ffi::SQLITE_IOERR_FSTAT,
-    }
+    flush_then!(f, xFileSize(size) or ffi::SQLITE_IOERR_FSTAT)
 }
 
 unsafe extern "C" fn x_lock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    match methods(f).xLock {
-        Some(l) => l(real_file(f), level),
-        None => ffi::SQLITE_OK,
-    }
+    forward!(f, xLock(level) or ffi::SQLITE_OK)
 }
 
 unsafe extern "C" fn x_unlock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    match methods(f).xUnlock {
-        Some(l) => l(real_file(f), level),
-        None => ffi::SQLITE_OK,
-    }
+    forward!(f, xUnlock(level) or ffi::SQLITE_OK)
 }
 
 unsafe extern "C" fn x_check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    match methods(f).xCheckReservedLock {
-        Some(c) => c(real_file(f), out),
-        None => {
-            *out = 0;
-            ffi::SQLITE_OK
-        }
-    }
+    forward!(f, xCheckReservedLock(out) or {
+        *out = 0;
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_file_control(
@@ -315,28 +290,15 @@ unsafe extern "C" fn x_file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xFileControl {
-        Some(c) => c(real_file(f), op, arg),
-        None => ffi::SQLITE_NOTFOUND,
-    }
+    flush_then!(f, xFileControl(op, arg) or ffi::SQLITE_NOTFOUND)
 }
 
 unsafe extern "C" fn x_sector_size(f: *mut ffi::sqlite3_file) -> c_int {
-    match methods(f).xSectorSize {
-        Some(s) => s(real_file(f)),
-        None => 4096,
-    }
+    forward!(f, xSectorSize() or 4096)
 }
 
 unsafe extern "C" fn x_device_characteristics(f: *mut ffi::sqlite3_file) -> c_int {
-    match methods(f).xDeviceCharacteristics {
-        Some(d) => d(real_file(f)),
-        None => 0,
-    }
+    forward!(f, xDeviceCharacteristics() or 0)
 }
 
 unsafe extern "C" fn x_shm_map(
@@ -346,10 +308,7 @@ unsafe extern "C" fn x_shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    match methods(f).xShmMap {
-        Some(m) => m(real_file(f), region, size, extend, out),
-        None => ffi::SQLITE_IOERR_SHMMAP,
-    }
+    forward!(f, xShmMap(region, size, extend, out) or ffi::SQLITE_IOERR_SHMMAP)
 }
 
 unsafe extern "C" fn x_shm_lock(
@@ -358,23 +317,15 @@ unsafe extern "C" fn x_shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
-    match methods(f).xShmLock {
-        Some(l) => l(real_file(f), offset, n, flags),
-        None => ffi::SQLITE_IOERR_SHMLOCK,
-    }
+    forward!(f, xShmLock(offset, n, flags) or ffi::SQLITE_IOERR_SHMLOCK)
 }
 
 unsafe extern "C" fn x_shm_barrier(f: *mut ffi::sqlite3_file) {
-    if let Some(b) = methods(f).xShmBarrier {
-        b(real_file(f))
-    }
+    forward!(f, xShmBarrier() or ())
 }
 
 unsafe extern "C" fn x_shm_unmap(f: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    match methods(f).xShmUnmap {
-        Some(u) => u(real_file(f), delete),
-        None => ffi::SQLITE_OK,
-    }
+    forward!(f, xShmUnmap(delete) or ffi::SQLITE_OK)
 }
 
 unsafe extern "C" fn x_fetch(
@@ -383,24 +334,14 @@ unsafe extern "C" fn x_fetch(
     amt: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    let rc = flush(f);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    match methods(f).xFetch {
-        Some(x) => x(real_file(f), offset, amt, out),
-        None => {
-            *out = std::ptr::null_mut();
-            ffi::SQLITE_OK
-        }
-    }
+    flush_then!(f, xFetch(offset, amt, out) or {
+        *out = std::ptr::null_mut();
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_unfetch(f: *mut ffi::sqlite3_file, offset: i64, p: *mut c_void) -> c_int {
-    match methods(f).xUnfetch {
-        Some(u) => u(real_file(f), offset, p),
-        None => ffi::SQLITE_OK,
-    }
+    forward!(f, xUnfetch(offset, p) or ffi::SQLITE_OK)
 }
 
 /// Version 3 methods: the unix VFS's files have all of them.
