@@ -1068,6 +1068,57 @@ fn anchor_gone_peer_gone_and_ancestry_changed() {
     assert_eq!(code(&a.req(mint(&sid_b, 0, 1))), "anchor-gone");
 }
 
+/// A peer the daemon's PID namespace can't see has no PID there (SO_PEERCRED
+/// reports 0): it can be neither anchor nor descendant, so every request
+/// refuses `peer-unidentified`. The daemon runs as PID 1 of its own PID
+/// namespace (under `unshare`, in a user namespace so no privilege is
+/// needed); this test process connects from outside it.
+#[test]
+fn a_peer_outside_the_daemons_pid_namespace_is_unidentified() {
+    let dir = TempDir::new();
+    let sock = dir.path("leased.sock");
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--pid", "--fork", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        println!("skipped: unshare --user --pid is not available here");
+        return;
+    }
+    let mut child = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--pid",
+            "--fork",
+            "--kill-child",
+        ])
+        .arg(BIN)
+        .arg("--socket")
+        .arg(&sock)
+        .arg("--state")
+        .arg(dir.path("state.json"))
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&sock).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "daemon exited early");
+        assert!(Instant::now() < until, "daemon did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(code(&req(&sock, &register(0))), "peer-unidentified");
+    assert_eq!(
+        code(&req(&sock, &auth("0".repeat(32).as_str(), 0))),
+        "peer-unidentified"
+    );
+    // Killing `unshare` takes the daemon with it (--kill-child).
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn token_and_session_limits() {
     let dir = TempDir::new();
