@@ -178,3 +178,44 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
     drop(store);
     bus.release();
 }
+
+/// If SQLite ends the batch transaction itself (as an I/O error can, rolling
+/// it all back), what ran before in the batch is gone: later requests of
+/// that batch refuse instead of committing on their own, and the batch's
+/// COMMIT fails, so every request in it answers `storage-unavailable`.
+#[test]
+fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (mut core, bus) = core(d.path());
+    core.store.begin_batch().unwrap();
+    emit(&mut core, "before", false).unwrap();
+    // A request during which the transaction ends under it.
+    let ended = core.store.write(|t| {
+        t.tx.execute_batch("ROLLBACK").unwrap();
+        Err::<(), _>(Code::StorageUnavailable)
+    });
+    assert_eq!(ended, Err(Code::StorageUnavailable));
+    assert_eq!(
+        emit(&mut core, "after", false),
+        Err(Code::StorageUnavailable),
+        "a later request of the batch does not commit alone"
+    );
+    assert_eq!(core.store.commit_batch(), Err(Code::StorageUnavailable));
+    let n: i64 = core
+        .store
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM events WHERE subject IN ('before', 'after')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 0);
+    // The next batch works as usual.
+    core.store.begin_batch().unwrap();
+    emit(&mut core, "next", false).unwrap();
+    core.store.commit_batch().unwrap();
+    drop(core);
+    bus.release();
+}
