@@ -239,3 +239,94 @@ fn help_and_version() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(r#"{"error":"usage"}"#));
 }
+
+/// One request on its own connection, or None once the broker is gone.
+fn try_call(socket: &std::path::Path, line: &[u8]) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.write_all(line).ok()?;
+    s.shutdown(std::net::Shutdown::Write).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    serde_json::from_slice(out.trim_ascii_end()).ok()
+}
+
+/// A reply means durable: eight clients send at once (so requests share
+/// group commits), the broker is killed mid-stream, and every send that
+/// was answered `ok` is in the store afterwards, which passes its checks
+/// and opens again.
+#[test]
+fn every_answered_send_survives_a_kill_in_the_middle_of_group_commits() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut pm_run = sleeper();
+    let mut cto_run = sleeper();
+    let pm = b.bind("pm", "run-pm", pm_run.id());
+    let cto = b.bind("cto", "run-cto", cto_run.id());
+    for cap in [&pm, &cto] {
+        assert_eq!(b.call(cap, "role.claim", json!(null))["ok"], json!(true));
+    }
+    let answered = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (socket, answered) = (&b.socket, &answered);
+            let cap = if t % 2 == 0 { &pm } else { &cto };
+            let to = if t % 2 == 0 { "cto" } else { "pm" };
+            s.spawn(move || {
+                for i in 0..10_000 {
+                    let req = json!({"cap": cap, "verb": "message.send",
+                                     "args": {"to": to, "body": format!("m{t}-{i}")}});
+                    let Some(r) = try_call(socket, format!("{req}\n").as_bytes()) else {
+                        return;
+                    };
+                    if r["ok"] != json!(true) {
+                        return;
+                    }
+                    let id = r["result"]["id"].as_str().unwrap().to_string();
+                    answered.lock().unwrap().push(id);
+                }
+            });
+        }
+        // Kill while the clients are still sending.
+        while answered.lock().unwrap().len() < 300 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        b.child.kill().unwrap();
+        b.child.wait().unwrap();
+    });
+    let answered = answered.into_inner().unwrap();
+    assert!(answered.len() >= 300);
+
+    let conn = db(root.path());
+    let stored: std::collections::HashSet<String> = {
+        let mut st = conn.prepare("SELECT id FROM messages").unwrap();
+        let ids = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        ids
+    };
+    let lost: Vec<&String> = answered.iter().filter(|id| !stored.contains(*id)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} answered sends lost: {lost:?}",
+        lost.len()
+    );
+    let ok: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    drop(conn);
+
+    // The operator's procedure, then the open checks pass on what was left.
+    std::fs::remove_file(root.path().join("bus/writer.lock")).unwrap();
+    let _ = std::fs::remove_file(root.path().join("bus/bus.sock"));
+    let b2 = Broker::start(root.path());
+    b2.close();
+    for run in [&mut pm_run, &mut cto_run] {
+        let _ = run.kill();
+        let _ = run.wait();
+    }
+}
