@@ -219,3 +219,55 @@ fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
     drop(core);
     bus.release();
 }
+
+/// The unread index takes in each request's deliveries when the request is
+/// kept; if its batch then fails to commit, the index forgets them again.
+#[test]
+fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
+    use mosaic_bus::store::messages::{insert_delivery, insert_message, NewMessage};
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (mut core, bus) = core(d.path());
+    let deliver = |core: &mut Core, id: &str| {
+        core.store.write(|t| {
+            let m = NewMessage {
+                id,
+                business: "acme",
+                from_role: "pm",
+                from_run: "run-1",
+                to_role: "pm",
+                class: "INFO",
+                body: "x",
+                ..Default::default()
+            };
+            insert_message(t, &m)?;
+            insert_delivery(t, id, "run-1")?;
+            Ok(())
+        })
+    };
+    let unread = |core: &Core| core.store.unread.of_role("acme", "pm").count();
+
+    core.store.begin_batch().unwrap();
+    deliver(&mut core, "m1").unwrap();
+    core.store.commit_batch().unwrap();
+    assert_eq!(unread(&core), 1);
+
+    core.store.begin_batch().unwrap();
+    deliver(&mut core, "m2").unwrap();
+    assert_eq!(unread(&core), 2, "seen by the rest of the batch");
+    let ended = core.store.write(|t| {
+        t.tx.execute_batch("ROLLBACK").unwrap();
+        Err::<(), _>(Code::StorageUnavailable)
+    });
+    assert_eq!(ended, Err(Code::StorageUnavailable));
+    assert_eq!(core.store.commit_batch(), Err(Code::StorageUnavailable));
+    let left: Vec<String> = core
+        .store
+        .unread
+        .of_role("acme", "pm")
+        .map(|e| e.message.clone())
+        .collect();
+    assert_eq!(left, ["m1"], "m2 was rolled back with its batch");
+    drop(core);
+    bus.release();
+}

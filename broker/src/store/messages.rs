@@ -256,7 +256,8 @@ pub struct UnreadEntry {
     pub at: String,
 }
 
-/// A change to the unread index a transaction makes; applied only after commit.
+/// A change to the unread index a request makes; applied when the request
+/// is kept (its savepoint released), so later requests of its batch see it.
 #[derive(Debug, Clone)]
 pub enum UnreadOp {
     Delivered {
@@ -274,7 +275,8 @@ pub enum UnreadOp {
 /// delivery order: the writer's in-memory projection behind `agents`'
 /// `working` and `stranded`, so that read costs the unread set rather than
 /// the whole delivery history. Built by one scan at open; every delivery and
-/// receipt the store commits updates it (a rolled-back transaction doesn't).
+/// receipt of a kept request updates it (a rolled-back request doesn't), and
+/// a batch that fails to commit makes the store build it again.
 #[derive(Debug, Default)]
 pub struct Unread {
     by_role: std::collections::HashMap<(String, String), BTreeMap<i64, UnreadEntry>>,

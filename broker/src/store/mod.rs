@@ -274,7 +274,21 @@ impl Store {
             }
             Err(e) => {
                 let _ = run_cached(&self.conn, "ROLLBACK");
+                // The batch's requests updated the unread index as each one
+                // was kept; none of them is in the store now.
+                self.reload_unread();
                 Err(storage(e))
+            }
+        }
+    }
+
+    /// Rebuilds the unread index from the store, after a batch whose
+    /// changes it had taken in was rolled back.
+    fn reload_unread(&mut self) {
+        match messages::Unread::load(&self.conn) {
+            Ok(u) => self.unread = u,
+            Err(code) => {
+                tracing::error!(code = code.as_str(), "cannot rebuild the unread index");
             }
         }
     }
