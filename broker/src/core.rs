@@ -46,6 +46,19 @@ struct Bound {
     cap: String,
 }
 
+/// A change to the bound runs made inside the open batch, undone if the
+/// batch's COMMIT fails (its evidence is then not in the store).
+enum Undo {
+    /// A run was bound: forget it and its capability.
+    Bound((String, String)),
+    /// A run was ended: bind it again, with the capabilities it had.
+    Ended {
+        key: (String, String),
+        bound: Box<Bound>,
+        caps: Vec<(String, Caller)>,
+    },
+}
+
 /// Receives the launch registry after every change.
 pub type LaunchSink = Box<dyn FnMut(Vec<(i32, u64)>) + Send>;
 
@@ -62,6 +75,8 @@ pub struct Core {
     pub requirements: Option<Value>,
     /// Called with the (pid, start time) of every bound run after each change.
     pub on_launches: Option<LaunchSink>,
+    /// What the open batch changed in memory (see [`Core::commit_batch`]).
+    batch_undo: Vec<Undo>,
 }
 
 impl Core {
@@ -75,6 +90,7 @@ impl Core {
             requirements: None,
             credentials: Default::default(),
             on_launches: None,
+            batch_undo: Vec::new(),
         };
         let readers = core.config.readers.clone();
         for business in readers {
@@ -112,6 +128,43 @@ impl Core {
             .values()
             .map(|b| (b.record.pid, b.record.start_time))
             .collect()
+    }
+
+    /// Opens the writer's batch transaction (see [`Store::begin_batch`]).
+    pub fn begin_batch(&mut self) -> Result<(), Code> {
+        self.batch_undo.clear();
+        self.store.begin_batch()
+    }
+
+    /// Commits the batch. If the COMMIT fails, the runs the batch bound or
+    /// ended in memory go back to how they were, as its evidence did.
+    pub fn commit_batch(&mut self) -> Result<(), Code> {
+        let r = self.store.commit_batch();
+        let undo = std::mem::take(&mut self.batch_undo);
+        if r.is_err() && !undo.is_empty() {
+            for u in undo.into_iter().rev() {
+                match u {
+                    Undo::Bound(key) => {
+                        if let Some(b) = self.runs.remove(&key) {
+                            self.caps.remove(&b.cap);
+                        }
+                    }
+                    Undo::Ended { key, bound, caps } => {
+                        self.runs.insert(key, *bound);
+                        self.caps.extend(caps);
+                    }
+                }
+            }
+            self.launches_changed();
+        }
+        r
+    }
+
+    /// Keeps `u` for [`Core::commit_batch`] while a batch is open.
+    fn remember(&mut self, u: Undo) {
+        if self.store.in_batch() {
+            self.batch_undo.push(u);
+        }
     }
 
     fn launches_changed(&mut self) {
@@ -180,7 +233,8 @@ impl Core {
         );
         let reply = launch_reply(&record, &cap);
         tracing::info!(business = %record.business, role = %record.role, run = %record.run, "launch bound");
-        self.runs.insert(key, Bound { record, cap });
+        self.runs.insert(key.clone(), Bound { record, cap });
+        self.remember(Undo::Bound(key));
         self.launches_changed();
         Ok(reply)
     }
@@ -239,10 +293,21 @@ impl Core {
             )?;
             Ok(held)
         })?;
-        self.runs.remove(&key);
-        self.caps.retain(|_, c| {
-            !matches!(c, Caller::Role { business: b, run: r, .. } if b == business && r == run)
-        });
+        let of_run = |c: &Caller| matches!(c, Caller::Role { business: b, run: r, .. } if b == business && r == run);
+        let caps: Vec<(String, Caller)> = self
+            .caps
+            .iter()
+            .filter(|(_, c)| of_run(c))
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        self.caps.retain(|_, c| !of_run(c));
+        if let Some(bound) = self.runs.remove(&key) {
+            self.remember(Undo::Ended {
+                key,
+                bound: Box::new(bound),
+                caps,
+            });
+        }
         self.launches_changed();
         tracing::info!(%business, %run, %reason, released, "launch ended");
         Ok(json!({"business": business, "run": run, "released": released}))

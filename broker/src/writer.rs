@@ -77,10 +77,10 @@ fn serve(mut core: Core, rx: mpsc::Receiver<Job>) -> Core {
                 Err(_) => break,
             }
         }
-        let grouped = core.store.begin_batch().is_ok();
+        let grouped = core.begin_batch().is_ok();
         let replies: Vec<Reply> = batch.into_iter().map(|job| job(&mut core)).collect();
         let failed = if grouped {
-            core.store.commit_batch().err()
+            core.commit_batch().err()
         } else {
             None
         };

@@ -271,3 +271,75 @@ fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
     drop(core);
     bus.release();
 }
+
+/// This test process as a launch of `pm` (its own pid and start time).
+fn launch_of_this_process(run: &str) -> mosaic_bus::config::LaunchRecord {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let start_time: u64 = after.split(' ').nth(19).unwrap().parse().unwrap();
+    mosaic_bus::config::LaunchRecord::from_json(json!({
+        "business": "acme", "role": "pm", "run": run, "harness": "pi",
+        "pid": std::process::id(), "startTime": start_time
+    }))
+    .unwrap()
+}
+
+/// A run bound or ended inside a batch that then fails to commit goes back
+/// to how it was: its evidence is not in the store, so neither is its
+/// capability in memory (or the ended run's loss of it).
+#[test]
+fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (mut core, bus) = core(d.path());
+    let fail_batch = |core: &mut Core| {
+        let ended = core.store.write(|t| {
+            t.tx.execute_batch("ROLLBACK").unwrap();
+            Err::<(), _>(Code::StorageUnavailable)
+        });
+        assert_eq!(ended, Err(Code::StorageUnavailable));
+        assert_eq!(core.commit_batch(), Err(Code::StorageUnavailable));
+    };
+    let launched = |core: &Core, run: &str| -> i64 {
+        core.store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'session.launched' AND run = ?1",
+                [run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+
+    // A bind whose batch fails: no evidence, and its capability is gone.
+    core.begin_batch().unwrap();
+    let lost = core.bind_launch(launch_of_this_process("run-a")).unwrap();
+    let lost_cap = lost["cap"].as_str().unwrap().to_string();
+    fail_batch(&mut core);
+    assert_eq!(launched(&core, "run-a"), 0);
+    assert_eq!(core.identity(&lost_cap), Err(Code::UnknownCapability));
+
+    // Bound again for real: the evidence is written this time.
+    core.begin_batch().unwrap();
+    let bound = core.bind_launch(launch_of_this_process("run-a")).unwrap();
+    core.commit_batch().unwrap();
+    let cap = bound["cap"].as_str().unwrap().to_string();
+    assert_ne!(cap, lost_cap);
+    assert_eq!(launched(&core, "run-a"), 1);
+
+    // An end whose batch fails: the run is still bound, with its capability.
+    core.begin_batch().unwrap();
+    core.end_launch("acme", "run-a", "exited", Some(0)).unwrap();
+    fail_batch(&mut core);
+    assert_eq!(
+        core.identity(&cap).unwrap(),
+        json!({"business": "acme", "role": "pm", "run": "run-a"})
+    );
+    // ... so it can still be ended, and then it is.
+    core.begin_batch().unwrap();
+    core.end_launch("acme", "run-a", "exited", Some(0)).unwrap();
+    core.commit_batch().unwrap();
+    assert_eq!(core.identity(&cap), Err(Code::UnknownCapability));
+    drop(core);
+    bus.release();
+}

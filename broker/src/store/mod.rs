@@ -251,6 +251,11 @@ impl Store {
         }
     }
 
+    /// Whether a batch transaction is open.
+    pub fn in_batch(&self) -> bool {
+        self.in_batch
+    }
+
     /// Opens the batch transaction the writer thread runs a group of requests in.
     pub fn begin_batch(&mut self) -> Result<(), Code> {
         run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)?;
