@@ -294,13 +294,7 @@ impl Core {
             Ok(held)
         })?;
         let of_run = |c: &Caller| matches!(c, Caller::Role { business: b, run: r, .. } if b == business && r == run);
-        let caps: Vec<(String, Caller)> = self
-            .caps
-            .iter()
-            .filter(|(_, c)| of_run(c))
-            .map(|(k, c)| (k.clone(), c.clone()))
-            .collect();
-        self.caps.retain(|_, c| !of_run(c));
+        let caps: Vec<(String, Caller)> = self.caps.extract_if(|_, c| of_run(c)).collect();
         if let Some(bound) = self.runs.remove(&key) {
             self.remember(Undo::Ended {
                 key,
