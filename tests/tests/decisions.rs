@@ -438,6 +438,35 @@ fn cross_role_approval_is_single_use_across_paths_and_restarts() {
         json!({"id": id, "choice": "yes", "note": "ship it"}),
     );
     assert_eq!(r["ok"], json!(true), "{r}");
+    // The decision's trail holds its events, oldest first, each a whole row.
+    let trail = e.call("pm", "trail", json!({"subject": id}));
+    let events: Vec<&Value> = trail["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["record"] == json!("decision_event"))
+        .collect();
+    assert_eq!(events.len(), 2, "{trail}");
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    for ev in &events {
+        assert_eq!(
+            keys(ev),
+            ["at", "by", "choice", "decision", "input", "kind", "note", "record", "run", "seq"]
+        );
+        assert_eq!(ev["decision"], id);
+    }
+    assert_eq!(
+        (&events[0]["kind"], &events[0]["note"], &events[0]["choice"]),
+        (&json!("seen"), &json!("looking"), &Value::Null)
+    );
+    assert_eq!(
+        (&events[1]["kind"], &events[1]["note"], &events[1]["choice"]),
+        (&json!("resolved"), &json!("ship it"), &json!("yes"))
+    );
     assert_eq!(err(&e.resolve("pm", &id, "no")), "decision-closed");
     assert_eq!(
         err(&e.call("dev", "decision.withdraw", json!({"id": id}))),

@@ -302,25 +302,33 @@ pub fn close_body(
     s
 }
 
+/// The columns [`decision_event_json`] reads, in its order.
+pub const DECISION_EVENT_COLUMNS: &str = "seq, decision, kind, by, run, choice, note, input, at";
+
+/// A `decision_events` row (selected as [`DECISION_EVENT_COLUMNS`]) as JSON.
+pub fn decision_event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "seq": r.get::<_, i64>(0)?,
+        "decision": r.get::<_, String>(1)?,
+        "kind": r.get::<_, String>(2)?,
+        "by": r.get::<_, String>(3)?,
+        "run": r.get::<_, Option<String>>(4)?,
+        "choice": r.get::<_, Option<String>>(5)?,
+        "note": r.get::<_, Option<String>>(6)?,
+        "input": r.get::<_, Option<String>>(7)?,
+        "at": r.get::<_, String>(8)?,
+    }))
+}
+
 /// The closing `decision_events` row of a decision, as JSON.
 pub fn closing_event(conn: &Connection, decision: &str) -> Result<Value, Code> {
     conn.query_row(
-        "SELECT seq, decision, kind, by, run, choice, note, input, at FROM decision_events
-         WHERE decision = ?1 AND kind IN ('resolved', 'withdrawn')",
+        &format!(
+            "SELECT {DECISION_EVENT_COLUMNS} FROM decision_events
+             WHERE decision = ?1 AND kind IN ('resolved', 'withdrawn')"
+        ),
         [decision],
-        |r| {
-            Ok(json!({
-                "seq": r.get::<_, i64>(0)?,
-                "decision": r.get::<_, String>(1)?,
-                "kind": r.get::<_, String>(2)?,
-                "by": r.get::<_, String>(3)?,
-                "run": r.get::<_, Option<String>>(4)?,
-                "choice": r.get::<_, Option<String>>(5)?,
-                "note": r.get::<_, Option<String>>(6)?,
-                "input": r.get::<_, Option<String>>(7)?,
-                "at": r.get::<_, String>(8)?,
-            }))
-        },
+        decision_event_json,
     )
     .optional()
     .map_err(sql)

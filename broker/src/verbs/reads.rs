@@ -10,6 +10,7 @@ use super::Args;
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::store::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
 use crate::store::map_sql_error;
 use crate::store::messages::{self as msgs, message_json, MESSAGE_COLUMNS};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -391,26 +392,15 @@ pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
     let decision = collect(conn, &by_id, params![b, subject], decision_json)?;
     if !decision.is_empty() {
         t.extend(decision);
-        t.extend(collect(
-            conn,
-            "SELECT seq, decision, kind, by, run, choice, note, input, at FROM decision_events
-             WHERE decision = ?1 ORDER BY seq",
-            params![subject],
-            |r| {
-                Ok(json!({
-                    "record": "decision_event",
-                    "seq": r.get::<_, i64>(0)?,
-                    "decision": r.get::<_, String>(1)?,
-                    "kind": r.get::<_, String>(2)?,
-                    "by": r.get::<_, String>(3)?,
-                    "run": r.get::<_, Option<String>>(4)?,
-                    "choice": r.get::<_, Option<String>>(5)?,
-                    "note": r.get::<_, Option<String>>(6)?,
-                    "input": r.get::<_, Option<String>>(7)?,
-                    "at": r.get::<_, String>(8)?,
-                }))
-            },
-        )?);
+        let events = format!(
+            "SELECT {} FROM decision_events WHERE decision = ?1 ORDER BY seq",
+            DECISION_EVENT_COLUMNS
+        );
+        t.extend(collect(conn, &events, params![subject], |r| {
+            let mut v = decision_event_json(r)?;
+            v["record"] = json!("decision_event");
+            Ok(v)
+        })?);
         t.extend(collect(
             conn,
             &format!(
