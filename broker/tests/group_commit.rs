@@ -27,6 +27,24 @@ fn core(dir: &std::path::Path) -> (Core, BusDir) {
     (Core::new(store, Arc::new(config)), bus)
 }
 
+/// A new store in its own private directory, and a core on it.
+fn fresh() -> (tempfile::TempDir, Core, BusDir) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (core, bus) = core(d.path());
+    (d, core, bus)
+}
+
+/// A request during which the batch transaction ends under it, as an I/O
+/// error can make SQLite end it.
+fn end_the_batch_under_a_request(core: &mut Core) {
+    let ended = core.store.write(|t| {
+        t.tx.execute_batch("ROLLBACK").unwrap();
+        Err::<(), _>(Code::StorageUnavailable)
+    });
+    assert_eq!(ended, Err(Code::StorageUnavailable));
+}
+
 fn emit(core: &mut Core, subject: &str, fail: bool) -> Result<String, Code> {
     core.store.write(|t| {
         let w = insert_event(
@@ -49,9 +67,7 @@ fn emit(core: &mut Core, subject: &str, fail: bool) -> Result<String, Code> {
 
 #[test]
 fn a_failed_request_inside_a_group_rolls_back_alone() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let (core, bus) = core(d.path());
+    let (_d, core, bus) = fresh();
     let (writer, thread) = Writer::spawn(core);
 
     // Keep the writer busy so the next requests queue up behind it.
@@ -117,9 +133,7 @@ fn a_failed_request_inside_a_group_rolls_back_alone() {
 /// back and begun again, so it leaves no trace and the batch goes on.
 #[test]
 fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let (mut core, bus) = core(d.path());
+    let (d, mut core, bus) = fresh();
     let count = |c: &Core| -> i64 {
         c.store
             .conn()
@@ -185,17 +199,10 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
 /// COMMIT fails, so every request in it answers `storage-unavailable`.
 #[test]
 fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let (mut core, bus) = core(d.path());
+    let (_d, mut core, bus) = fresh();
     core.store.begin_batch().unwrap();
     emit(&mut core, "before", false).unwrap();
-    // A request during which the transaction ends under it.
-    let ended = core.store.write(|t| {
-        t.tx.execute_batch("ROLLBACK").unwrap();
-        Err::<(), _>(Code::StorageUnavailable)
-    });
-    assert_eq!(ended, Err(Code::StorageUnavailable));
+    end_the_batch_under_a_request(&mut core);
     assert_eq!(
         emit(&mut core, "after", false),
         Err(Code::StorageUnavailable),
@@ -225,9 +232,7 @@ fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
 #[test]
 fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
     use mosaic_bus::store::messages::{insert_delivery, insert_message, NewMessage};
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let (mut core, bus) = core(d.path());
+    let (_d, mut core, bus) = fresh();
     let deliver = |core: &mut Core, id: &str| {
         core.store.write(|t| {
             let m = NewMessage {
@@ -255,11 +260,7 @@ fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
     core.store.begin_batch().unwrap();
     deliver(&mut core, "m2").unwrap();
     assert_eq!(unread(&core), 2, "seen by the rest of the batch");
-    let ended = core.store.write(|t| {
-        t.tx.execute_batch("ROLLBACK").unwrap();
-        Err::<(), _>(Code::StorageUnavailable)
-    });
-    assert_eq!(ended, Err(Code::StorageUnavailable));
+    end_the_batch_under_a_request(&mut core);
     assert_eq!(core.store.commit_batch(), Err(Code::StorageUnavailable));
     let left: Vec<String> = core
         .store
@@ -289,15 +290,9 @@ fn launch_of_this_process(run: &str) -> mosaic_bus::config::LaunchRecord {
 /// capability in memory (or the ended run's loss of it).
 #[test]
 fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let (mut core, bus) = core(d.path());
+    let (_d, mut core, bus) = fresh();
     let fail_batch = |core: &mut Core| {
-        let ended = core.store.write(|t| {
-            t.tx.execute_batch("ROLLBACK").unwrap();
-            Err::<(), _>(Code::StorageUnavailable)
-        });
-        assert_eq!(ended, Err(Code::StorageUnavailable));
+        end_the_batch_under_a_request(core);
         assert_eq!(core.commit_batch(), Err(Code::StorageUnavailable));
     };
     let launched = |core: &Core, run: &str| -> i64 {
