@@ -289,7 +289,8 @@ fn every_answered_send_survives_a_kill_in_the_middle_of_group_commits() {
             });
         }
         // Kill while the clients are still sending.
-        while answered.lock().unwrap().len() < 300 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while answered.lock().unwrap().len() < 300 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         b.child.kill().unwrap();
