@@ -94,7 +94,7 @@ fn main() {
                     std::thread::sleep(std::time::Duration::from_micros(g));
                 }
                 let t = Instant::now();
-                core.store.begin_batch().expect("begin");
+                core.begin_batch().expect("begin");
                 let r = dispatch(
                     &mut core,
                     &caller,
@@ -102,7 +102,7 @@ fn main() {
                     args(json!({"to": "r0", "body": format!("s-{i}")})),
                 );
                 assert!(r.is_ok(), "{r:?}");
-                core.store.commit_batch().expect("commit");
+                core.commit_batch().expect("commit");
                 lat.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }

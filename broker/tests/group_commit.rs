@@ -45,6 +45,11 @@ fn end_the_batch_under_a_request(core: &mut Core) {
     assert_eq!(ended, Err(Code::StorageUnavailable));
 }
 
+/// `SELECT count(*) …` on the core's connection (it sees the open batch).
+fn count(core: &Core, sql: &str) -> i64 {
+    core.store.conn().query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
 fn emit(core: &mut Core, subject: &str, fail: bool) -> Result<String, Code> {
     core.store.write(|t| {
         let w = insert_event(
@@ -134,31 +139,26 @@ fn a_failed_request_inside_a_group_rolls_back_alone() {
 #[test]
 fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
     let (d, mut core, bus) = fresh();
-    let count = |c: &Core| -> i64 {
-        c.store
-            .conn()
-            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-            .unwrap()
-    };
-    let start = count(&core);
+    let events = |c: &Core| count(c, "SELECT count(*) FROM events");
+    let start = events(&core);
     let before = core.store.batches_committed;
 
     // Fail, fail again (both first in the batch), succeed, fail, succeed.
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     assert_eq!(emit(&mut core, "f1", true), Err(Code::NotAuthorized));
-    assert_eq!(count(&core), start, "the first failure is undone at once");
+    assert_eq!(events(&core), start, "the first failure is undone at once");
     assert_eq!(emit(&mut core, "f2", true), Err(Code::NotAuthorized));
     emit(&mut core, "ok1", false).unwrap();
     assert_eq!(emit(&mut core, "f3", true), Err(Code::NotAuthorized));
     emit(&mut core, "ok2", false).unwrap();
     assert!(!core.store.conn().is_autocommit(), "still one open batch");
-    core.store.commit_batch().unwrap();
+    core.commit_batch().unwrap();
     assert_eq!(core.store.batches_committed, before + 1);
 
     // A batch whose only request fails commits nothing.
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     assert_eq!(emit(&mut core, "f4", true), Err(Code::NotAuthorized));
-    core.store.commit_batch().unwrap();
+    core.commit_batch().unwrap();
 
     let subjects: Vec<String> = {
         let mut st = core
@@ -200,7 +200,7 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
 #[test]
 fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
     let (_d, mut core, bus) = fresh();
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     emit(&mut core, "before", false).unwrap();
     end_the_batch_under_a_request(&mut core);
     assert_eq!(
@@ -208,21 +208,16 @@ fn a_batch_sqlite_ended_itself_commits_nothing_after_it() {
         Err(Code::StorageUnavailable),
         "a later request of the batch does not commit alone"
     );
-    assert_eq!(core.store.commit_batch(), Err(Code::StorageUnavailable));
-    let n: i64 = core
-        .store
-        .conn()
-        .query_row(
-            "SELECT count(*) FROM events WHERE subject IN ('before', 'after')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(n, 0);
+    assert_eq!(core.commit_batch(), Err(Code::StorageUnavailable));
+    let kept = count(
+        &core,
+        "SELECT count(*) FROM events WHERE subject IN ('before', 'after')",
+    );
+    assert_eq!(kept, 0);
     // The next batch works as usual.
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     emit(&mut core, "next", false).unwrap();
-    core.store.commit_batch().unwrap();
+    core.commit_batch().unwrap();
     drop(core);
     bus.release();
 }
@@ -252,16 +247,16 @@ fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
     };
     let unread = |core: &Core| core.store.unread.of_role("acme", "pm").count();
 
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     deliver(&mut core, "m1").unwrap();
-    core.store.commit_batch().unwrap();
+    core.commit_batch().unwrap();
     assert_eq!(unread(&core), 1);
 
-    core.store.begin_batch().unwrap();
+    core.begin_batch().unwrap();
     deliver(&mut core, "m2").unwrap();
     assert_eq!(unread(&core), 2, "seen by the rest of the batch");
     end_the_batch_under_a_request(&mut core);
-    assert_eq!(core.store.commit_batch(), Err(Code::StorageUnavailable));
+    assert_eq!(core.commit_batch(), Err(Code::StorageUnavailable));
     let left: Vec<String> = core
         .store
         .unread

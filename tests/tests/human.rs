@@ -532,18 +532,17 @@ fn pids_with_env(entry: &str) -> Vec<i32> {
         .collect()
 }
 
+/// A start refused with exit 2 and `{"error":code}` on stderr.
+fn assert_refused_start(out: &std::process::Output, code: &str) {
+    assert_eq!(out.status.code(), Some(2));
+    let expected = json!({ "error": code }).to_string();
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), expected);
+}
+
 #[test]
 fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored() {
     let io = env_dir();
-    let run = tempfile::Builder::new()
-        .prefix("mosaic-run-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(
-        run.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let run = data_root();
 
     // Why the helper lives outside: a broker in a user namespace that spawns
     // its own helper cannot read a shim's /proc entries.
@@ -635,11 +634,7 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        assert_eq!(
-            String::from_utf8_lossy(&out.stderr).trim(),
-            r#"{"error":"proofd-spawn"}"#
-        );
+        assert_refused_start(&out, "proofd-spawn");
     }
     // The launcher needs a manager to hand its descriptor to.
     let out = Command::new(bin("mosaic-proofd"))
@@ -647,11 +642,7 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
         .env_remove("NOTIFY_SOCKET")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr).trim(),
-        r#"{"error":"no-notify-socket"}"#
-    );
+    assert_refused_start(&out, "no-notify-socket");
     // A manager that isn't there to take the descriptor: the launcher kills
     // the helper it forked and says so.
     let tag = format!("{:016x}", rand_u64());
@@ -662,10 +653,6 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr).trim(),
-        r#"{"error":"notify"}"#
-    );
+    assert_refused_start(&out, "notify");
     assert!(pids_with_env(&format!("MOSAIC_TEST_HELPER={tag}")).is_empty());
 }

@@ -256,8 +256,10 @@ impl Store {
         self.in_batch
     }
 
-    /// Opens the batch transaction the writer thread runs a group of requests in.
-    pub fn begin_batch(&mut self) -> Result<(), Code> {
+    /// Opens the batch transaction the writer thread runs a group of requests
+    /// in. Callers go through [`crate::core::Core::begin_batch`], which also
+    /// keeps what the batch changes in memory.
+    pub(crate) fn begin_batch(&mut self) -> Result<(), Code> {
         run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)?;
         self.in_batch = true;
         self.batch_fresh = true;
@@ -265,7 +267,7 @@ impl Store {
     }
 
     /// Commits the batch (durably: WAL, synchronous=FULL); on failure rolls it back.
-    pub fn commit_batch(&mut self) -> Result<(), Code> {
+    pub(crate) fn commit_batch(&mut self) -> Result<(), Code> {
         let was_open = std::mem::replace(&mut self.in_batch, false);
         self.batch_fresh = false;
         if !was_open {
