@@ -89,21 +89,29 @@ fn main() {
                     .expect("pragma");
             }
             let gap = std::env::var("GAP_US").ok().and_then(|g| g.parse().ok());
-            for i in 0..n {
+            // BATCH=k: k sends share one transaction, as under load.
+            let batch: usize = std::env::var("BATCH")
+                .ok()
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(1);
+            for i in (0..n).step_by(batch) {
                 if let Some(g) = gap {
                     std::thread::sleep(std::time::Duration::from_micros(g));
                 }
                 let t = Instant::now();
                 core.begin_batch().expect("begin");
-                let r = dispatch(
-                    &mut core,
-                    &caller,
-                    "message.send",
-                    args(json!({"to": "r0", "body": format!("s-{i}")})),
-                );
-                assert!(r.is_ok(), "{r:?}");
+                for j in i..(i + batch).min(n) {
+                    let r = dispatch(
+                        &mut core,
+                        &caller,
+                        "message.send",
+                        args(json!({"to": "r0", "body": format!("s-{j}")})),
+                    );
+                    assert!(r.is_ok(), "{r:?}");
+                }
                 core.commit_batch().expect("commit");
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
+                let per_send = t.elapsed().as_secs_f64() * 1e6 / batch as f64;
+                lat.extend(std::iter::repeat_n(per_send, batch.min(n - i)));
             }
         }
     }
