@@ -173,6 +173,83 @@ fn commit_floor(dir: &Path, n: usize, steady: bool) -> Value {
     summary(lat, t0.elapsed())
 }
 
+/// The writer alone: `message.send` run in this process straight on a
+/// [`Core`] (no socket, no I/O thread, no thread hop), `batch` sends per
+/// FULL-synchronous commit, in a store whose WAL has settled. With `batch`
+/// 1 its p50 is what a single send costs the writer thread; with 32 its
+/// throughput is the most a broker on this store could give 32 clients if
+/// everything around the writer were free. Both bound the ratios above.
+fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
+    use mosaic_bus::config::BootConfig;
+    use mosaic_bus::core::{Caller, Core};
+    use mosaic_bus::store::{root::BusDir, Store};
+    use mosaic_bus::verbs::dispatch;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let cfg = BootConfig::from_json(json!({
+        "dataRoot": dir.to_str().unwrap_or_else(|| die("path")),
+        "businesses": {"acme": business()},
+    }))
+    .unwrap_or_else(|_| die("config"));
+    let bus = BusDir::acquire(dir).unwrap_or_else(|_| die("bus dir"));
+    let wal = bus.db_path().with_file_name("bus.sqlite-wal");
+    let store = Store::open(&bus.db_path()).unwrap_or_else(|_| die("store"));
+    let mut core = Core::new(store, std::sync::Arc::new(cfg));
+    let caller = Caller::Role {
+        business: "acme".into(),
+        role: "r1".into(),
+        run: "run-writer-alone".into(),
+    };
+    if dispatch(&mut core, &caller, "role.claim", None).is_err() {
+        die("claim");
+    }
+    let mut sends = |from: usize, count: usize| -> f64 {
+        let t = Instant::now();
+        if core.begin_batch().is_err() {
+            die("begin");
+        }
+        for i in from..from + count {
+            let mut args = serde_json::Map::new();
+            args.insert("to".into(), json!("r0"));
+            args.insert("body".into(), json!(format!("w-{i}")));
+            if dispatch(&mut core, &caller, "message.send", Some(args)).is_err() {
+                die("message.send refused");
+            }
+        }
+        if core.commit_batch().is_err() {
+            die("commit");
+        }
+        t.elapsed().as_secs_f64() * 1e6
+    };
+    // Settle the WAL as [`settle_wal`] does for the broker.
+    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let mut done = 0;
+    loop {
+        let before = size();
+        for _ in 0..50 {
+            sends(done, batch);
+            done += batch;
+        }
+        if before > 0 && size() == before {
+            break;
+        }
+        if done > 100_000 {
+            die("the WAL file never stopped growing");
+        }
+    }
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    while lat.len() < n {
+        let per_send = sends(done, batch) / batch as f64;
+        done += batch;
+        lat.extend(std::iter::repeat_n(per_send, batch));
+    }
+    let wall = t0.elapsed();
+    drop(core);
+    drop(bus);
+    summary(lat, wall)
+}
+
 struct Broker {
     child: Child,
     host: BufReader<UnixStream>,
@@ -549,10 +626,16 @@ fn main() {
         // a p50 of 200 samples moved by a tenth between runs.
         let one = send_load(&b, 1, 1000);
         let many = send_load(&b, 32, per);
+        let alone_1 = writer_alone(&mk(&format!("alone1-{r}")), 1, 1000);
+        let alone_32 = writer_alone(&mk(&format!("alone32-{r}")), 32, 32 * per);
         let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
         rounds.push(json!({
             "socket": socket, "socket_32": socket_32, "commit": commit, "commit_fresh_wal": fresh,
             "send_1": one, "send_32": many,
+            "writer_alone_1": alone_1, "writer_alone_32": alone_32,
+            "writer_alone_1_plus_socket_vs_floors":
+                (f(&alone_1, "p50_us") + f(&socket, "p50_us")) / (f(&socket, "p50_us") + f(&commit, "p50_us")),
+            "writer_alone_32_vs_commit": f(&alone_32, "per_sec") / f(&commit, "per_sec"),
             "send_p50_vs_floors": f(&one, "p50_us") / (f(&socket, "p50_us") + f(&commit, "p50_us")),
             "send_32_vs_commit": f(&many, "per_sec") / f(&commit, "per_sec"),
             "socket_32_vs_commit": f(&socket_32, "per_sec") / f(&commit, "per_sec"),
@@ -567,6 +650,10 @@ fn main() {
     };
     let (ratio_one, ratio_many) = (median("send_p50_vs_floors"), median("send_32_vs_commit"));
     let ceiling_many = median("socket_32_vs_commit");
+    let (alone_one, alone_many) = (
+        median("writer_alone_1_plus_socket_vs_floors"),
+        median("writer_alone_32_vs_commit"),
+    );
     let (fresh_one, fresh_many) = (
         median("send_p50_vs_floors_fresh_wal"),
         median("send_32_vs_commit_fresh_wal"),
@@ -615,6 +702,8 @@ fn main() {
             "send_p50_vs_floors, median of 3 rounds (goal <= 1.3)": ratio_one,
             "send_32_throughput_vs_commit_floor, median of 3 rounds (goal >= 4)": ratio_many,
             "socket_floor_32_throughput_vs_commit_floor, median of 3 rounds (this host's ceiling for the one above)": ceiling_many,
+            "bounds from the writer alone, in process (what the two goals above would read if the socket side cost nothing more than its floor)": {
+                "send_p50_vs_floors": alone_one, "send_32_throughput_vs_commit_floor": alone_many},
             "the same two against a fresh-WAL commit floor (how the floor was measured before; flatters the broker)": {
                 "send_p50_vs_floors": fresh_one, "send_32_throughput_vs_commit_floor": fresh_many},
             "send_p50_full_vs_empty, median of 3 rounds (goal <= 1.2)": flat_ratio,
