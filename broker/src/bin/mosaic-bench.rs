@@ -10,7 +10,10 @@
 //! `message.send` and startup on a store of `--messages` (default 1,000,000)
 //! messages. The floors and the figures judged against them, and the
 //! full-store and empty-store sends, run in three interleaved rounds (the
-//! disk's fsync time drifts); those ratios are medians. Run it release-built:
+//! disk's fsync time drifts); those ratios are medians. Each round also
+//! measures two bounds: the socket floor at 32 clients, and the writer alone
+//! (`message.send` in this process straight on a `Core`, see
+//! [`writer_alone`]). Run it release-built:
 //!
 //! ```sh
 //! cargo build --release --workspace --bins && target/release/mosaic-bench
