@@ -225,21 +225,13 @@ fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
         t.elapsed().as_secs_f64() * 1e6
     };
     // Settle the WAL as [`settle_wal`] does for the broker.
-    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     let mut done = 0;
-    loop {
-        let before = size();
+    until_settled(&wal, || {
         for _ in 0..50 {
             sends(done, batch);
             done += batch;
         }
-        if before > 0 && size() == before {
-            break;
-        }
-        if done > 100_000 {
-            die("the WAL file never stopped growing");
-        }
-    }
+    });
     let mut lat = Vec::with_capacity(n);
     let t0 = Instant::now();
     while lat.len() < n {
@@ -452,16 +444,22 @@ fn send_load(b: &Broker, clients: usize, per: usize) -> Value {
 /// (see [`commit_floor`]), so the broker is measured in one too; a broker
 /// that has run for a while is always in that state.
 fn settle_wal(b: &Broker) {
-    let wal = b.socket.with_file_name("bus.sqlite-wal");
-    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    until_settled(&b.socket.with_file_name("bus.sqlite-wal"), || {
+        let _ = send_load(b, 1, 50);
+    });
+}
+
+/// Runs `step` until a run of it leaves the file `wal` at the size it found.
+fn until_settled(wal: &Path, mut step: impl FnMut()) {
+    let size = || std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
     for _ in 0..40 {
         let before = size();
-        let _ = send_load(b, 1, 50);
+        step();
         if before > 0 && size() == before {
             return;
         }
     }
-    die("the broker's WAL file never stopped growing");
+    die("a WAL file never stopped growing");
 }
 
 fn verbs_at(b: &Broker, clients: usize, per: usize) -> Value {
