@@ -125,6 +125,19 @@ fn boot_id_is_echoed() {
     assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
     let r = b.op(json!({"op": "nonsense", "id": 7}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
+    // The spec's landing ops are known but not built yet: not-implemented,
+    // and the broker keeps serving.
+    for (n, op) in ["checkLand", "recordLand", "landRefused", "landHeld"]
+        .iter()
+        .enumerate()
+    {
+        let r = b.op(json!({"op": op, "id": n}));
+        assert_eq!(
+            r,
+            json!({"ok": false, "error": "not-implemented", "id": n}),
+            "{op}"
+        );
+    }
     let r = b.op(json!({"op": "boot", "config": {}}));
     assert_eq!(r["error"], json!("already-booted"));
     b.close();
