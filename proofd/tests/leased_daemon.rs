@@ -260,6 +260,21 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM and wait; also returns everything the daemon wrote on stderr.
+    fn stop_with_stderr(mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let st = child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (st, err)
+    }
+
     /// SIGTERM and wait.
     fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();
@@ -878,8 +893,14 @@ fn restart_keeps_sessions_and_consumed_tokens() {
         .unwrap()
         .to_owned();
     ok(&a.req(consume(&sid, 4, &t1)));
-    let st = d.stop();
+    // The socket is created 0600 (the daemon's umask is 0077).
+    let meta = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    let (st, err) = d.stop_with_stderr();
     assert_eq!(st.code(), Some(0));
+    // Nothing is logged in normal operation, least of all ids or tokens.
+    assert_eq!(err, "", "the daemon wrote on stderr");
     assert!(!sock.exists(), "socket removed on SIGTERM");
     let meta = std::fs::symlink_metadata(&state).unwrap();
     assert!(meta.file_type().is_file());
