@@ -123,6 +123,15 @@ fn boot_id_is_echoed() {
     );
     let r = b.op(json!({"op": "identity", "id": 1.5, "cap": "nope"}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
+    // Unsafe integers are not echoed, the most negative i64 included.
+    for id in [i64::MIN, -9007199254740992, 9007199254740992] {
+        let r = b.op(json!({"op": "identity", "id": id, "cap": "nope"}));
+        assert_eq!(
+            r,
+            json!({"ok": false, "error": "unknown-capability"}),
+            "{id}"
+        );
+    }
     let r = b.op(json!({"op": "nonsense", "id": 7}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
     // The spec's landing ops are known but not built yet: not-implemented,
