@@ -260,6 +260,21 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM and wait; also returns everything the daemon wrote on stderr.
+    fn stop_with_stderr(mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let st = child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (st, err)
+    }
+
     /// SIGTERM and wait.
     fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();
@@ -878,8 +893,14 @@ fn restart_keeps_sessions_and_consumed_tokens() {
         .unwrap()
         .to_owned();
     ok(&a.req(consume(&sid, 4, &t1)));
-    let st = d.stop();
+    // The socket is created 0600 (the daemon's umask is 0077).
+    let meta = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    let (st, err) = d.stop_with_stderr();
     assert_eq!(st.code(), Some(0));
+    // Nothing is logged in normal operation, least of all ids or tokens.
+    assert_eq!(err, "", "the daemon wrote on stderr");
     assert!(!sock.exists(), "socket removed on SIGTERM");
     let meta = std::fs::symlink_metadata(&state).unwrap();
     assert!(meta.file_type().is_file());
@@ -1228,4 +1249,238 @@ fn a_second_daemon_on_the_same_state_refuses_and_leaves_the_first_serving() {
     child.wait().unwrap();
     let third = Daemon::start_with(&dir, &state, &[]);
     assert!(third.stop().success());
+}
+
+/// Spawns the daemon with `setup` run in the child between fork and exec
+/// (async-signal-safe syscalls only) and waits for its socket. `None` when
+/// the daemon exits before listening (the environment refused the setup).
+fn spawn_daemon_in(
+    dir: &TempDir,
+    setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) -> Option<Daemon> {
+    use std::os::unix::process::CommandExt;
+    let sock = dir.path("leased.sock");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--socket")
+        .arg(&sock)
+        .arg("--state")
+        .arg(dir.path("state.json"))
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: `setup` makes plain syscalls on memory prepared before fork.
+    unsafe { cmd.pre_exec(setup) };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: the test setup failed in the child: {e}");
+            return None;
+        }
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&sock).is_err() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("daemon exited early: {st:?} {err}");
+        }
+        assert!(Instant::now() < until, "daemon did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(Daemon {
+        child: Some(child),
+        sock,
+    })
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A private mount namespace for the child: later mounts stay in it.
+fn private_mounts() -> std::io::Result<()> {
+    // SAFETY: plain syscalls with static NUL-terminated strings.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))
+    }
+}
+
+/// `proc-unreadable`: the daemon runs as an unprivileged user (65534) with
+/// its own real procfs mounted `hidepid=1`, the kernel's "no access to other
+/// users' /proc/<pid>" mode. A peer of another user (this test, root) is
+/// identified by SO_PEERCRED and pinned, but its `/proc/<pid>/stat` answers
+/// EPERM: not a vanished process, so the refusal is `proc-unreadable`, both
+/// when it registers and on the walk of an existing session. Needs root (to
+/// mount procfs and change user); skipped otherwise.
+#[test]
+fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: needs root to mount procfs hidepid=1 and run the daemon as 65534");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    let dir = TempDir::new();
+    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    // A live anchor the daemon can read: a process of the daemon's user,
+    // with a session for it in the state file.
+    let mut anchor = Command::new("sleep")
+        .arg("60")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let anchor_pid = anchor.id() as i32;
+    let stat = std::fs::read_to_string(format!("/proc/{anchor_pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let start: u64 = after.split(' ').nth(19).unwrap().parse().unwrap();
+    let mut state = valid_state(&[(anchor_pid, start)]);
+    state["sessions"][0]["uid"] = json!(NOBODY);
+    let sid = state["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let state_path = dir.path("state.json");
+    write_state(&state_path, &state.to_string(), 0o600);
+    std::os::unix::fs::chown(&state_path, Some(NOBODY), Some(NOBODY)).unwrap();
+
+    let d = spawn_daemon_in(&dir, move || {
+        private_mounts()?;
+        // SAFETY: plain syscalls with static NUL-terminated strings.
+        unsafe {
+            check(libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                0,
+                c"hidepid=1".as_ptr().cast(),
+            ))?;
+            check(libc::setgroups(0, std::ptr::null()))?;
+            check(libc::setgid(NOBODY))?;
+            check(libc::setuid(NOBODY))
+        }
+    });
+    let Some(d) = d else {
+        let _ = anchor.kill();
+        let _ = anchor.wait();
+        return;
+    };
+    // The host's /proc is untouched (the mount is private to the daemon).
+    assert!(std::fs::read_to_string("/proc/1/stat").is_ok());
+
+    assert_eq!(code(&req(&d.sock, &register(0))), "proc-unreadable");
+    // The session exists and its anchor is readable, so the walk starts and
+    // fails on this peer's own entry, not with not-descendant or anchor-gone.
+    assert_eq!(code(&req(&d.sock, &auth(&sid, 0))), "proc-unreadable");
+    assert_eq!(code(&req(&d.sock, &mint(&sid, 0, 1))), "proc-unreadable");
+    // Refusals before /proc is consulted are unchanged.
+    assert_eq!(
+        code(&req(&d.sock, &auth(&"A".repeat(43), 0))),
+        "unknown-session"
+    );
+    // Nothing was written: the state file is as it was.
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    assert_eq!(on_disk, state);
+    assert_eq!(d.stop().code(), Some(0));
+    let _ = anchor.kill();
+    let _ = anchor.wait();
+}
+
+/// The seccomp filter for `internal`: `getrandom(2)` fails with ENOSYS,
+/// every other syscall is allowed.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn deny_getrandom() -> std::io::Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let prog = [
+        f(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+        f(JEQ_K, 0, 3, ARCH),
+        f(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        f(JEQ_K, 0, 1, libc::SYS_getrandom as u32),
+        f(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        f(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        check(libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &fprog as *const libc::sock_fprog,
+        ))
+    }
+}
+
+/// `internal`: the OS RNG is unavailable to the daemon. A seccomp filter
+/// makes `getrandom(2)` fail with ENOSYS and an empty tmpfs over `/dev` (in
+/// the daemon's own mount namespace) removes the `/dev/urandom` fallback, so
+/// no session id can be minted: `register_anchor` answers `internal`, writes
+/// nothing, and the daemon keeps serving. Needs root for the mount; skipped
+/// otherwise.
+#[test]
+fn no_os_randomness_is_internal_and_changes_nothing() {
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        println!("skipped: the seccomp filter is written for x86_64 and aarch64");
+    }
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        if unsafe { libc::geteuid() } != 0 {
+            println!("skipped: needs root to mount a tmpfs over /dev");
+            return;
+        }
+        let dir = TempDir::new();
+        let Some(d) = spawn_daemon_in(&dir, || {
+            private_mounts()?;
+            // SAFETY: plain syscalls with static NUL-terminated strings.
+            unsafe {
+                check(libc::mount(
+                    c"none".as_ptr(),
+                    c"/dev".as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ))?;
+            }
+            deny_getrandom()
+        }) else {
+            return;
+        };
+        let mut a = Agent::spawn(&dir, &d.sock);
+        assert_eq!(code(&a.req(register(0))), "internal");
+        assert_eq!(code(&req(&d.sock, &register(3))), "internal");
+        // Nothing was registered or written.
+        assert!(!dir.path("state.json").exists());
+        assert_eq!(code(&a.req(auth(&"A".repeat(43), 0))), "unknown-session");
+        // The daemon still serves and still frames correctly.
+        assert_eq!(
+            code(&parse_reply(&raw(&d.sock, b"{\"action\":1"))),
+            "unterminated-frame"
+        );
+        assert_eq!(d.stop().code(), Some(0));
+    }
 }

@@ -564,11 +564,12 @@ fn raw_protocol_bad_lines_get_invalid_request() {
 
 #[test]
 fn proofd_refuses_a_bad_fd_argument() {
-    for args in [
-        &["--fd", "abc"][..],
-        &["--fd", "1"][..],
-        &[][..],
-        &["--fd", "97"][..],
+    for (args, code) in [
+        (&["--fd", "abc"][..], "usage"),
+        (&["--fd", "1"][..], "usage"),
+        (&[][..], "usage"),
+        (&["--fd", "3", "--fd", "4"][..], "usage"),
+        (&["--fd", "97"][..], "bad-fd"),
     ] {
         let out = Command::new(PROOFD)
             .args(args)
@@ -576,6 +577,11 @@ fn proofd_refuses_a_bad_fd_argument() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("{{\"error\":\"{code}\"}}\n"),
+            "{args:?}"
+        );
     }
 }
 

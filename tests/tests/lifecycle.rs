@@ -123,8 +123,30 @@ fn boot_id_is_echoed() {
     );
     let r = b.op(json!({"op": "identity", "id": 1.5, "cap": "nope"}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
+    // Unsafe integers are not echoed, the most negative i64 included.
+    for id in [i64::MIN, -9007199254740992, 9007199254740992] {
+        let r = b.op(json!({"op": "identity", "id": id, "cap": "nope"}));
+        assert_eq!(
+            r,
+            json!({"ok": false, "error": "unknown-capability"}),
+            "{id}"
+        );
+    }
     let r = b.op(json!({"op": "nonsense", "id": 7}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
+    // The spec's landing ops are known but not built yet: not-implemented,
+    // and the broker keeps serving.
+    for (n, op) in ["checkLand", "recordLand", "landRefused", "landHeld"]
+        .iter()
+        .enumerate()
+    {
+        let r = b.op(json!({"op": op, "id": n}));
+        assert_eq!(
+            r,
+            json!({"ok": false, "error": "not-implemented", "id": n}),
+            "{op}"
+        );
+    }
     let r = b.op(json!({"op": "boot", "config": {}}));
     assert_eq!(r["error"], json!("already-booted"));
     b.close();

@@ -104,6 +104,22 @@ fn framing_rules() {
         raw_request(&b.socket, format!("{unsafe_id}\n").as_bytes()),
         refusal("invalid-request")
     );
+    // The most negative i64 is no safe integer either (and must not
+    // overflow the check): refused, nothing echoed, the broker still serves.
+    for id in [i64::MIN, -9007199254740992] {
+        let line = format!(
+            "{{\"cap\":\"{cap}\",\"verb\":\"trail\",\"args\":{{\"subject\":\"x\"}},\"id\":{id}}}\n"
+        );
+        assert_eq!(
+            raw_request(&b.socket, line.as_bytes()),
+            refusal("invalid-request"),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        raw_request(&b.socket, format!("{with_id}\n").as_bytes()),
+        json!({"ok": true, "result": [], "id": 12})
+    );
     b.close();
 }
 

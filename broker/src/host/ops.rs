@@ -6,8 +6,10 @@ use crate::runtime::Runtime;
 use crate::server::envelope::{self, refusal};
 use serde_json::{json, Map, Value};
 
-/// Ops the spec names that later issues will serve.
-const PLANNED: &[&str] = &[];
+/// Host ops the spec (bus-3i) names that this build does not serve yet:
+/// the git socket's landing ops. They answer `not-implemented`, not
+/// `unknown-op`, so a host can tell "not built" from "no such op".
+const PLANNED: &[&str] = &["checkLand", "recordLand", "landRefused", "landHeld"];
 
 /// What the channel loop should do after answering.
 pub enum After {

@@ -43,7 +43,7 @@ pub struct Envelope {
 pub fn safe_id(v: &Value) -> Option<i64> {
     v.get("id")
         .and_then(Value::as_i64)
-        .filter(|n| n.abs() <= MAX_SAFE_INTEGER)
+        .filter(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER.unsigned_abs())
 }
 
 fn proof(v: Value) -> Result<Proof, Code> {
@@ -82,7 +82,7 @@ pub fn parse(v: Value) -> Result<Envelope, Code> {
     if let Some(id) = m.remove("id") {
         if id
             .as_i64()
-            .filter(|n| n.abs() <= MAX_SAFE_INTEGER)
+            .filter(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER.unsigned_abs())
             .is_none()
         {
             return Err(Code::InvalidRequest);

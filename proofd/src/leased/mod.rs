@@ -69,7 +69,15 @@ fn bind(path: &std::path::Path) -> Result<UnixListener, StartupError> {
         Ok(_) => return Err(StartupError::SocketPathOccupied),
         Err(_) => {}
     }
-    UnixListener::bind(path).map_err(|_| StartupError::SocketBindFailed)
+    // The socket is created 0600 (docs/leased.md): under umask 0077 bind()
+    // would leave it 0700, so narrow the umask for the bind alone. Still
+    // single-threaded here, so no other file sees the narrower mask.
+    // SAFETY: umask has no failure mode.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    bound.map_err(|_| StartupError::SocketBindFailed)
 }
 
 fn notify_ready() {
