@@ -125,6 +125,9 @@ fn boot_id_is_echoed() {
     assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
     let r = b.op(json!({"op": "nonsense", "id": 7}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
+    // An op the spec names that this build does not serve yet.
+    let r = b.op(json!({"op": "checkLand", "id": 8, "cap": "nope", "args": {}}));
+    assert_eq!(r, json!({"ok": false, "error": "not-implemented", "id": 8}));
     let r = b.op(json!({"op": "boot", "config": {}}));
     assert_eq!(r["error"], json!("already-booted"));
     b.close();
