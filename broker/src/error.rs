@@ -167,7 +167,7 @@ codes! {
     // --- client library -----------------------------------------------------
     /// The connection failed or timed out after the request may have been sent.
     OutcomeUnknown => "outcome-unknown",
-    /// The reply exceeded the client's 4 MiB cap.
+    /// The reply exceeded the client's 4 MiB cap (the broker refuses such a read itself).
     ResponseTooLarge => "response-too-large",
 
     // --- decisions and authority (issue 5) ---------------------------------

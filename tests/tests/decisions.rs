@@ -710,6 +710,29 @@ fn withdraw_supersede_and_the_decisions_lists() {
         json!("yes")
     );
     assert_eq!(roles["result"][0]["blocking"], json!(false));
+    // Every listed row is the decision row `trail` gives the same session
+    // for its id, as `inbox` shows it too.
+    let trail_of = |id: &Value| -> Vec<Value> {
+        let t = e.reader("trail", json!({"subject": id}));
+        t["result"].as_array().expect("trail").clone()
+    };
+    let decision_in = |items: &[Value], id: &Value| -> Value {
+        items
+            .iter()
+            .find(|r| r["record"] == json!("decision") && r["id"] == *id)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    for row in roles["result"].as_array().unwrap() {
+        assert_eq!(*row, decision_in(&trail_of(&row["id"]), &row["id"]));
+    }
+    let inbox = e.reader("inbox", Value::Null);
+    let human_row = &inbox["result"]["decisions"][0];
+    assert_eq!(human_row["id"], _human["id"]);
+    assert_eq!(
+        *human_row,
+        decision_in(&trail_of(&_human["id"]), &_human["id"])
+    );
     // recent: closed ones, newest close first, each with its closing row.
     let r = e.resolve("pm", &c, "no");
     assert_eq!(r["ok"], json!(true));
@@ -729,6 +752,27 @@ fn withdraw_supersede_and_the_decisions_lists() {
     );
     assert_eq!(rows[0]["closed"]["choice"], json!("no"));
     assert_eq!(rows[1]["closed"]["note"], json!("not needed"));
+    for row in rows {
+        let items = trail_of(&row["id"]);
+        let mut decision = row.clone();
+        let closed = decision
+            .as_object_mut()
+            .and_then(|o| o.remove("closed"))
+            .unwrap_or(Value::Null);
+        assert_eq!(decision, decision_in(&items, &row["id"]));
+        let mut close = items
+            .iter()
+            .find(|r| {
+                r["record"] == json!("decision_event")
+                    && (r["kind"] == json!("resolved") || r["kind"] == json!("withdrawn"))
+            })
+            .cloned()
+            .unwrap_or(Value::Null);
+        if let Some(o) = close.as_object_mut() {
+            o.remove("record");
+        }
+        assert_eq!(closed, close);
+    }
     // Roles may not list; bad lists refuse.
     assert_eq!(
         err(&e.call("pm", "decisions", json!({"list": "roles"}))),

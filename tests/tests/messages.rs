@@ -423,3 +423,55 @@ fn a_reply_larger_than_the_socket_buffer_arrives_whole() {
     assert_eq!(msgs.len(), 20);
     assert!(msgs.iter().all(|m| m["body"] == json!(body)));
 }
+
+/// A reply always fits the client's 4 MiB cap: a backlog of large messages
+/// comes over in several `message.receive` batches, oldest first, none
+/// skipped or stranded; a read that would not fit refuses
+/// `response-too-large` and writes nothing ("Oversized reads refuse").
+#[test]
+fn large_backlogs_fit_the_client_reply_cap() {
+    use mosaic_bus::client::Client;
+    let e = env();
+    e.ok(&e.pm, "role.claim", Value::Null);
+    e.ok(&e.cto, "role.claim", Value::Null);
+    let body = "x".repeat(60 * 1024);
+    let sent: Vec<Value> = (0..80)
+        .map(|_| e.ok(&e.pm, "message.send", json!({"to": "cto", "body": body}))["id"].clone())
+        .collect();
+    // The inbox would list all 80 (about 4.8 MB).
+    let before = row_counts(e.root.path());
+    let r = e.b.call(&e.cto, "inbox", Value::Null);
+    assert_eq!(r, json!({"ok": false, "error": "response-too-large"}));
+    let with_id = json!({"cap": e.cto, "verb": "inbox", "id": 3});
+    assert_eq!(
+        raw_request(&e.b.socket, format!("{with_id}\n").as_bytes()),
+        json!({"ok": false, "error": "response-too-large", "id": 3})
+    );
+    assert_eq!(
+        row_counts(e.root.path()),
+        before,
+        "a refused read writes nothing"
+    );
+    // Every batch fits the Rust client's cap; together they are the backlog.
+    let client = Client::new(&e.b.socket, e.cto.clone());
+    let mut got = Vec::new();
+    let mut batches = 0;
+    loop {
+        let r = client
+            .call("message.receive", Value::Null)
+            .expect("a message.receive reply fits the client's cap");
+        let ms = r["messages"].as_array().expect("messages").clone();
+        if ms.is_empty() {
+            break;
+        }
+        batches += 1;
+        got.extend(ms.iter().map(|m| m["id"].clone()));
+    }
+    assert!(batches >= 2, "{batches}");
+    assert_eq!(got, sent);
+    // All of them were delivered to this holder, so it can read each one.
+    for id in &sent {
+        e.ok(&e.cto, "message.read", json!({"id": id}));
+    }
+    e.b.close();
+}

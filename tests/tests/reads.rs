@@ -173,6 +173,16 @@ fn messages_feed_and_replies_for_readers_only() {
     let r = e.ok(&e.reader, "replies", json!({"id": ids[0]}));
     assert_eq!(r.as_array().unwrap().len(), 1);
     assert_eq!(r[0]["id"], reply["id"]);
+    // Each row is the `messages` row `trail` gives the same session for the reply's id.
+    let t = e.ok(&e.reader, "trail", json!({"subject": reply["id"]}));
+    let row = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["record"] == json!("message") && x["id"] == reply["id"])
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(r[0], row);
     assert_eq!(
         e.refused(&e.pm, "replies", json!({"id": ids[0]})),
         "human-required"

@@ -70,8 +70,17 @@ enum Answer {
     Sent { line: Vec<u8>, written: usize },
 }
 
+/// The reply line. A reply that would not fit the client's cap (4 MiB with
+/// its newline) is replaced by `response-too-large` ("oversized reads
+/// refuse"). Only reads can get there, and they write nothing: every
+/// mutation's reply is far smaller, and `message.receive` bounds its batch
+/// to fit (`verbs::messages::RECEIVE_BYTES`).
 fn line_of(reply: &Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(reply).unwrap_or_default();
+    if line.len() + 1 > crate::client::MAX_RESPONSE {
+        let id = reply.get("id").and_then(Value::as_i64);
+        line = serde_json::to_vec(&refusal(Code::ResponseTooLarge, id)).unwrap_or_default();
+    }
     line.push(b'\n');
     line
 }

@@ -335,42 +335,6 @@ pub fn closing_event(conn: &Connection, decision: &str) -> Result<Value, Code> {
     .map(|v| v.unwrap_or(Value::Null))
 }
 
-/// Open decisions of `business` routed to a role (never the human), oldest first.
-pub fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<DecisionRow>, Code> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLS} FROM decision_state WHERE business = ?1 AND routed_to <> 'human'
-             AND closed_kind IS NULL ORDER BY seq"
-        ))
-        .map_err(sql)?;
-    let rows = stmt.query_map([business], from_row).map_err(sql)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
-}
-
-/// The last `limit` closed decisions of `business`, newest close first.
-pub fn recent_closed(
-    conn: &Connection,
-    business: &str,
-    limit: i64,
-) -> Result<Vec<DecisionRow>, Code> {
-    let cols = COLS
-        .split(", ")
-        .map(|c| format!("d.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {cols} FROM decision_state d JOIN decision_events e
-               ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
-             WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
-        ))
-        .map_err(sql)?;
-    let rows = stmt
-        .query_map(params![business, limit], from_row)
-        .map_err(sql)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
-}
-
 /// The business's latest launch toggle: `(kind, event id, at)`.
 pub fn launch_latest(
     conn: &Connection,

@@ -545,21 +545,10 @@ pub fn list(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
     let conn = core.store.conn();
     let business = caller.business();
     match which.as_str() {
-        "roles" => Ok(Value::Array(
-            store::open_for_roles(conn, business)?
-                .iter()
-                .map(DecisionRow::to_json)
-                .collect(),
-        )),
-        "recent" => {
-            let mut out = Vec::new();
-            for d in store::recent_closed(conn, business, RECENT)? {
-                let mut v = d.to_json();
-                v["closed"] = store::closing_event(conn, &d.id)?;
-                out.push(v);
-            }
-            Ok(Value::Array(out))
-        }
+        "roles" => Ok(Value::Array(super::reads::open_for_roles(conn, business)?)),
+        "recent" => Ok(Value::Array(super::reads::recent_closed(
+            conn, business, RECENT,
+        )?)),
         _ => Err(Code::InvalidRequest),
     }
 }

@@ -40,6 +40,33 @@ pub const TESTER_PREFIX: &str = "[mos test]";
 pub const RECEIVE_BATCH: usize = 100;
 /// Largest message body, in bytes (a frame is at most 64 KiB anyway).
 pub const MAX_BODY: usize = 60 * 1024;
+/// Most reply bytes one `message.receive` batch takes: the client's 4 MiB
+/// reply cap less room for the envelope. A batch stops before the message
+/// that would pass it (it always takes at least one, which fits), so a
+/// backlog of large messages comes over in several batches instead of a
+/// reply the client must refuse after the deliveries were written.
+pub const RECEIVE_BYTES: usize = crate::client::MAX_RESPONSE - 64 * 1024;
+
+/// Counts the bytes a value serializes to, without keeping them.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn json_len(v: &Value) -> usize {
+    let mut n = ByteCount(0);
+    match serde_json::to_writer(&mut n, v) {
+        Ok(()) => n.0,
+        Err(_) => usize::MAX,
+    }
+}
 
 /// `message.send {to, body, class?, in_reply_to?, corrects?, decision?}` → `{id, request}`.
 pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
@@ -217,7 +244,8 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
 }
 
 /// `message.receive`: up to 100 undelivered messages to the caller's address,
-/// oldest first, each recorded as delivered to the caller's run.
+/// oldest first and at most [`RECEIVE_BYTES`] of reply, each recorded as
+/// delivered to the caller's run.
 pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
     if matches!(caller, Caller::Reader { .. }) {
         return Err(Code::ReadOnly);
@@ -228,7 +256,15 @@ pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
         let (to, run) = recipient(&t.tx, caller)?;
         let batch = msgs::undelivered(&t.tx, &business, &to, RECEIVE_BATCH)?;
         let mut out = Vec::with_capacity(batch.len());
+        let mut bytes = 0usize;
         for mut m in batch {
+            // The oldest first, and no gaps: a message that would pass the
+            // reply cap waits for the next batch with every later one.
+            // (`delivered_at` and the separator add well under 64 bytes.)
+            bytes = bytes.saturating_add(json_len(&m).saturating_add(64));
+            if !out.is_empty() && bytes > RECEIVE_BYTES {
+                break;
+            }
             let id = m["id"].as_str().unwrap_or_default().to_string();
             let at = msgs::insert_delivery(t, &id, &run)?;
             m["delivered_at"] = json!(at);

@@ -45,8 +45,36 @@ const SERVED: &[&str] = &[
     "review.verdict",
 ];
 
-/// Verbs the spec names that this build does not serve yet.
-const PLANNED: &[&str] = &[];
+/// Verbs the spec (`bus-3i.txt`, the target) names that this build does not
+/// serve yet: they answer `not-implemented`, never `unknown-verb`.
+const PLANNED: &[&str] = &[
+    "organization.set",
+    "limits",
+    "limits.set",
+    "name.set",
+    "names",
+    "assistant.stop",
+    "staff.request",
+    "project.create",
+    "project.list",
+    "thread.create",
+    "thread.list",
+    "thread.open",
+    "thread.send",
+    "thread.messages",
+    "spec.read",
+    "record.write",
+    "project.files",
+    "project.file",
+    "project.file.save",
+    "usage.begin",
+    "usage.end",
+    "usage",
+    "instances",
+    "instances.set",
+    "routes",
+    "routes.set",
+];
 
 /// Verbs a tester session may use.
 const TESTER_VERBS: &[&str] = &[

@@ -117,6 +117,39 @@ fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<
     collect(conn, &sql, params![business, route], decision_json)
 }
 
+/// `decisions {list:'roles'}`: the business's open decisions routed to a
+/// role (never the human), oldest first. Each row is the decision row
+/// `trail` and `inbox` give for its id.
+pub(crate) fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d
+         WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN}
+         ORDER BY d.seq"
+    );
+    collect(conn, &sql, params![business], decision_json)
+}
+
+/// `decisions {list:'recent'}`: the business's last `limit` closed decisions
+/// of every route, newest close first, each the decision row `trail` gives
+/// plus `closed`, its closing `decision_events` row.
+pub(crate) fn recent_closed(
+    conn: &Connection,
+    business: &str,
+    limit: i64,
+) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d JOIN decision_events e
+           ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
+         WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
+    );
+    let mut rows = collect(conn, &sql, params![business, limit], decision_json)?;
+    for row in &mut rows {
+        let id = row["id"].as_str().unwrap_or_default().to_string();
+        row["closed"] = crate::store::decisions::closing_event(conn, &id)?;
+    }
+    Ok(rows)
+}
+
 // --- inbox ----------------------------------------------------------------
 
 /// `inbox`: for human, reader and tester sessions the human's inbox (open
@@ -483,7 +516,8 @@ fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
 
 // --- replies and messages -------------------------------------------------
 
-/// `replies {id}`: messages in reply to a message of the business, oldest first.
+/// `replies {id}`: messages in reply to a message of the business, oldest
+/// first, each the `messages` row `trail` gives for its id.
 pub fn replies(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
     human_or_reader(caller)?;
     let id = args.str("id", 64)?;
@@ -497,12 +531,11 @@ pub fn replies(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value
         "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
          ORDER BY m.seq LIMIT ?3"
     );
-    Ok(Value::Array(collect(
-        conn,
-        &sql,
-        params![id, b, REPLIES],
-        message_json,
-    )?))
+    // Each row is the message row `trail` gives for the reply's id.
+    Ok(Value::Array(tag(
+        collect(conn, &sql, params![id, b, REPLIES], message_json)?,
+        "message",
+    )))
 }
 
 /// `messages {limit?, after?}`: the human's feed, newest first.
