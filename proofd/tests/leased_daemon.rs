@@ -216,9 +216,9 @@ struct Daemon {
     sock: PathBuf,
 }
 
-fn spawn_daemon(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
-    Command::new(BIN)
-        .arg("--socket")
+fn daemon_command(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--socket")
         .arg(sock)
         .arg("--state")
         .arg(state)
@@ -226,9 +226,12 @@ fn spawn_daemon(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn spawn_daemon(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
+    daemon_command(sock, state, env).spawn().unwrap()
 }
 
 impl Daemon {
@@ -294,7 +297,27 @@ impl Drop for Daemon {
 
 /// Run the daemon expecting a startup refusal: (exit code, stderr).
 fn refused_start(dir: &TempDir, state: &Path, sock: &Path) -> (Option<i32>, String) {
-    let mut child = spawn_daemon(sock, state, &[]);
+    let _ = dir;
+    wait_refused(spawn_daemon(sock, state, &[]))
+}
+
+/// The exact outcome of a startup refusal: exit 2, one line `{"error":CODE}`.
+fn refusal(code: &str) -> (Option<i32>, String) {
+    (Some(2), format!("{{\"error\":\"{code}\"}}\n"))
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Wait for a daemon that should refuse to start: (exit code, stderr).
+fn wait_refused(mut child: Child) -> (Option<i32>, String) {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -310,7 +333,6 @@ fn refused_start(dir: &TempDir, state: &Path, sock: &Path) -> (Option<i32>, Stri
         if Instant::now() > until {
             let _ = child.kill();
             let _ = child.wait();
-            let _ = dir;
             panic!("daemon started although startup should be refused");
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -1260,15 +1282,7 @@ fn spawn_daemon_in(
 ) -> Option<Daemon> {
     use std::os::unix::process::CommandExt;
     let sock = dir.path("leased.sock");
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--socket")
-        .arg(&sock)
-        .arg("--state")
-        .arg(dir.path("state.json"))
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = daemon_command(&sock, &dir.path("state.json"), &[]);
     // SAFETY: `setup` makes plain syscalls on memory prepared before fork.
     unsafe { cmd.pre_exec(setup) };
     let mut child = match cmd.spawn() {
@@ -1302,6 +1316,40 @@ fn check(rc: libc::c_int) -> std::io::Result<()> {
     }
 }
 
+/// The unprivileged user root-only tests run the daemon as.
+const NOBODY: u32 = 65534;
+
+/// Drop the child to `NOBODY` (no supplementary groups).
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: plain syscalls without pointers to memory.
+    unsafe {
+        check(libc::setgroups(0, std::ptr::null()))?;
+        check(libc::setgid(NOBODY))?;
+        check(libc::setuid(NOBODY))
+    }
+}
+
+/// Runs the daemon with `setup` run in the child between fork and exec
+/// (async-signal-safe syscalls only), expecting a startup refusal. `None`
+/// when the environment refused the setup.
+fn refused_start_in(
+    sock: &Path,
+    state: &Path,
+    setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) -> Option<(Option<i32>, String)> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = daemon_command(sock, state, &[]);
+    // SAFETY: `setup` makes plain syscalls on memory prepared before fork.
+    unsafe { cmd.pre_exec(setup) };
+    match cmd.spawn() {
+        Ok(child) => Some(wait_refused(child)),
+        Err(e) => {
+            println!("skipped: the test setup failed in the child: {e}");
+            None
+        }
+    }
+}
+
 /// A private mount namespace for the child: later mounts stay in it.
 fn private_mounts() -> std::io::Result<()> {
     // SAFETY: plain syscalls with static NUL-terminated strings.
@@ -1331,7 +1379,6 @@ fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
         return;
     }
     use std::os::unix::process::CommandExt;
-    const NOBODY: u32 = 65534;
     let dir = TempDir::new();
     std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
     // A live anchor the daemon can read: a process of the daemon's user,
@@ -1368,10 +1415,8 @@ fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
                 0,
                 c"hidepid=1".as_ptr().cast(),
             ))?;
-            check(libc::setgroups(0, std::ptr::null()))?;
-            check(libc::setgid(NOBODY))?;
-            check(libc::setuid(NOBODY))
         }
+        become_nobody()
     });
     let Some(d) = d else {
         let _ = anchor.kill();
@@ -1483,4 +1528,166 @@ fn no_os_randomness_is_internal_and_changes_nothing() {
         );
         assert_eq!(d.stop().code(), Some(0));
     }
+}
+
+/// `state-unreadable` where opening fails for a reason other than a missing
+/// file or a symlink. The daemon opens `FILE.lock` (read-write, created)
+/// before the state itself, so a lock path that cannot be opened refuses
+/// with the same code: here it is a directory (EISDIR), the state's directory
+/// is missing (ENOENT: a missing *file* is an empty state, a missing
+/// directory is not created), or a path component is a regular file
+/// (ENOTDIR). Nothing is created or changed; no socket is bound.
+#[test]
+fn a_state_path_that_cannot_be_opened_is_state_unreadable() {
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    let sock = dir.path("leased.sock");
+    let text = valid_state(&[(10, 5)]).to_string();
+    write_state(&state, &text, 0o600);
+    let lock = dir.path("state.json.lock");
+    std::fs::create_dir(&lock).unwrap();
+    assert_eq!(
+        refused_start(&dir, &state, &sock),
+        refusal("state-unreadable")
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    assert_eq!(listing(&dir.0), ["state.json", "state.json.lock"]);
+    assert!(listing(&lock).is_empty());
+    std::fs::remove_dir(&lock).unwrap();
+
+    for bad in [
+        dir.path("absent").join("state.json"),
+        state.join("state.json"),
+    ] {
+        assert_eq!(
+            refused_start(&dir, &bad, &sock),
+            refusal("state-unreadable")
+        );
+        assert_eq!(listing(&dir.0), ["state.json"]);
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    }
+}
+
+/// `state-unreadable` from the read itself: a regular file, mode 0600, owned
+/// by the daemon's user, that opens but cannot be read. The daemon, in its
+/// own mount namespace, sees `/proc/self/mem` bind-mounted over the state
+/// path; reading it at offset 0 (never mapped) fails with EIO. Only the
+/// lock file is created beside the state (before the read, as documented);
+/// the state file is unchanged and no socket is bound. Needs root for the
+/// mount; skipped otherwise.
+#[test]
+fn a_state_file_that_opens_but_cannot_be_read_is_state_unreadable() {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: needs root to bind-mount over the state file");
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    let text = valid_state(&[(10, 5)]).to_string();
+    write_state(&state, &text, 0o600);
+    let target = std::ffi::CString::new(state.as_os_str().as_bytes()).unwrap();
+    let Some(got) = refused_start_in(&dir.path("leased.sock"), &state, move || {
+        private_mounts()?;
+        // SAFETY: plain syscalls with NUL-terminated strings made before fork.
+        unsafe {
+            check(libc::mount(
+                c"/proc/self/mem".as_ptr(),
+                target.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))
+        }
+    }) else {
+        return;
+    };
+    assert_eq!(got, refusal("state-unreadable"));
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    assert_eq!(listing(&dir.0), ["state.json", "state.json.lock"]);
+    assert_eq!(
+        std::fs::metadata(dir.path("state.json.lock"))
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+/// `socket-bind-failed`: the socket path is free (so not
+/// `socket-path-occupied`) but bind(2) fails: its directory is missing
+/// (ENOENT, not created), a path component is a regular file (ENOTDIR), or
+/// the path does not fit `sun_path` (107 bytes and a NUL) although the filesystem
+/// would take it. The state was loaded first, so `FILE.lock` exists beside
+/// it; nothing else is created and the state file is unchanged.
+#[test]
+fn a_socket_path_that_cannot_be_bound_is_socket_bind_failed() {
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    let text = valid_state(&[(10, 5)]).to_string();
+    write_state(&state, &text, 0o600);
+    let long = dir.path(&"s".repeat(200));
+    assert!(long.as_os_str().len() >= 108);
+    for sock in [
+        dir.path("absent").join("leased.sock"),
+        state.join("leased.sock"),
+        long,
+    ] {
+        assert_eq!(
+            refused_start(&dir, &state, &sock),
+            refusal("socket-bind-failed")
+        );
+        assert_eq!(listing(&dir.0), ["state.json", "state.json.lock"]);
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    }
+    // The same state and a good socket path: the daemon starts.
+    let d = Daemon::start_with(&dir, &state, &[]);
+    assert_eq!(d.stop().code(), Some(0));
+}
+
+/// `socket-bind-failed` for a daemon that may not write the socket's
+/// directory: it runs as 65534 (its state directory and state are its own)
+/// and the socket directory is root's, 0755. A free path fails to bind
+/// (EACCES); a stale socket there cannot be unlinked, so it is not replaced
+/// and stays as it was. Needs root to change user; skipped otherwise.
+#[test]
+fn a_socket_directory_the_daemon_may_not_write_is_socket_bind_failed() {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: needs root to run the daemon as 65534");
+        return;
+    }
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dir = TempDir::new();
+    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    let state = dir.path("state.json");
+    let text = valid_state(&[(10, 5)]).to_string();
+    write_state(&state, &text, 0o600);
+    std::os::unix::fs::chown(&state, Some(NOBODY), Some(NOBODY)).unwrap();
+    let sock_dir = dir.path("root-only");
+    std::fs::create_dir(&sock_dir).unwrap();
+    std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = sock_dir.join("leased.sock");
+
+    let Some(got) = refused_start_in(&sock, &state, become_nobody) else {
+        return;
+    };
+    assert_eq!(got, refusal("socket-bind-failed"));
+    assert!(listing(&sock_dir).is_empty());
+
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let stale = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(stale.file_type().is_socket());
+    let Some(got) = refused_start_in(&sock, &state, become_nobody) else {
+        return;
+    };
+    assert_eq!(got, refusal("socket-bind-failed"));
+    let after = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(after.file_type().is_socket());
+    assert_eq!((after.ino(), after.mtime()), (stale.ino(), stale.mtime()));
+    assert_eq!(listing(&sock_dir), ["leased.sock"]);
+
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    assert_eq!(
+        listing(&dir.0),
+        ["root-only", "state.json", "state.json.lock"]
+    );
 }

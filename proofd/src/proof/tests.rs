@@ -499,3 +499,43 @@ fn docs_list_every_code_and_marker() {
         );
     }
 }
+
+/// The process codes table of docs/proof.md is exactly the set of codes the
+/// `mosaic-proofd` binary prints (`fail("…")` and `Err("…")` in its source).
+#[test]
+fn docs_list_every_proofd_process_code() {
+    let src = include_str!("../bin/mosaic-proofd.rs");
+    let mut in_src = std::collections::BTreeSet::new();
+    for opener in ["fail(\"", "Err(\""] {
+        for (at, _) in src.match_indices(opener) {
+            let rest = &src[at + opener.len()..];
+            let end = rest.find('"').expect("closing quote");
+            in_src.insert(&rest[..end]);
+        }
+    }
+    let doc = include_str!("../../../docs/proof.md");
+    let start = doc
+        .find("### `mosaic-proofd` process codes")
+        .expect("process codes section");
+    let section = &doc[start..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let in_doc: std::collections::BTreeSet<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once("` |").map(|(c, _)| c))
+        .collect();
+    assert_eq!(in_doc, in_src);
+    for c in [
+        "usage",
+        "bad-fd",
+        "pdeathsig",
+        "no-new-privs",
+        "capset",
+        "io",
+        "fork",
+        "no-notify-socket",
+        "notify",
+    ] {
+        assert!(in_src.contains(c), "{c} not found in the source");
+    }
+}
