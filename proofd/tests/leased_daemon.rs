@@ -1007,6 +1007,11 @@ fn startup_refusals() {
     std::fs::create_dir(&state).unwrap();
     assert_eq!(startup_code(&dir, &state), "state-not-regular");
     std::fs::remove_dir(&state).unwrap();
+    // A socket can't even be opened; it is still not a regular file.
+    let listener = std::os::unix::net::UnixListener::bind(&state).unwrap();
+    assert_eq!(startup_code(&dir, &state), "state-not-regular");
+    drop(listener);
+    std::fs::remove_file(&state).unwrap();
 
     write_state(&state, "{\"version\":1,\"sessions\":[", 0o600);
     assert_eq!(startup_code(&dir, &state), "state-corrupt");

@@ -145,8 +145,13 @@ pub fn load(path: &Path) -> Result<State, StartupError> {
             return match e.raw_os_error() {
                 Some(libc::ENOENT) => Ok(State::empty()),
                 Some(libc::ELOOP) => Err(StartupError::StateSymlink),
-                _ => Err(StartupError::StateUnreadable),
-            }
+                // Something that is there but is no regular file (a socket
+                // or a device that won't open) is that, not unreadable.
+                _ => match std::fs::symlink_metadata(path) {
+                    Ok(m) if !m.file_type().is_file() => Err(StartupError::StateNotRegular),
+                    _ => Err(StartupError::StateUnreadable),
+                },
+            };
         }
     };
     let meta = file.metadata().map_err(|_| StartupError::StateUnreadable)?;
