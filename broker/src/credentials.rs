@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 pub const MAX_FILE: u64 = 16 * 1024;
 /// Shortest token.
 pub const MIN_TOKEN: usize = 16;
+/// The holder of the business's tracker sync identity (`business/@sync`).
+pub const SYNC: &str = "@sync";
 /// A date this close (or closer) counts as `expiring`.
 pub const EXPIRING_DAYS: i64 = 7;
 
@@ -121,9 +123,20 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Where no credential file may live.
+/// The broker's own repository root: the workspace this binary was built
+/// from (the parent of the `broker` package). The spec has the runtime always
+/// exclude its own repository, whatever `repoRoots` says.
+pub fn own_repo_root() -> Option<PathBuf> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+/// Where no credential file may live: the data root, the broker's own
+/// repository, every `repoRoots` entry and every declared project root.
 fn forbidden_roots(config: &BootConfig) -> Vec<PathBuf> {
     let mut roots = vec![config.data_root.clone()];
+    roots.extend(own_repo_root());
     roots.extend(config.repo_roots.iter().cloned());
     for b in config.businesses.values() {
         roots.extend(b.projects.values().cloned());
@@ -138,7 +151,8 @@ fn forbidden_roots(config: &BootConfig) -> Vec<PathBuf> {
 /// roots, a regular non-symlink file we own with mode exactly 0600, at most
 /// 16 KiB, opened with O_NOFOLLOW and matched by device and inode.
 fn read_file(path: &Path, roots: &[PathBuf]) -> Result<Vec<u8>, Code> {
-    if !path.is_absolute() {
+    use std::os::unix::ffi::OsStrExt;
+    if !path.is_absolute() || path.as_os_str().as_bytes().contains(&0) {
         return Err(Code::CredentialPath);
     }
     let md = fs::symlink_metadata(path).map_err(|_| Code::CredentialMissing)?;
@@ -237,7 +251,7 @@ impl Credentials {
             if let Some(c) = &b.sync {
                 loaded.push(load_one(
                     b,
-                    "@sync",
+                    SYNC,
                     Service::Vikunja,
                     c,
                     c.bot.clone(),
@@ -262,7 +276,7 @@ impl Credentials {
                 serde_json::json!({
                     "service": l.service.as_str(),
                     "account": match l.service { Service::Gitea => None, Service::Vikunja => l.account.clone() },
-                    "role": if l.holder == "@sync" { "tracker sync" } else { l.holder.as_str() },
+                    "role": if l.holder == SYNC { "tracker sync" } else { l.holder.as_str() },
                     "dateKind": match l.service { Service::Gitea => "rotateBy", Service::Vikunja => "expires" },
                     "date": l.date_text,
                     "state": status(l.service, l.date, now_ms).as_str(),
@@ -271,7 +285,8 @@ impl Credentials {
             .collect()
     }
 
-    /// `credentialStatus`: one role's `{service, date, state}` rows.
+    /// `credentialStatus`: one holder's `{service, date, state}` rows; the
+    /// holder is a role instance or [`SYNC`] for the tracker sync identity.
     pub fn status_rows(&self, business: &str, role: &str, now_ms: i64) -> Vec<serde_json::Value> {
         self.loaded
             .iter()
@@ -332,6 +347,8 @@ mod tests {
         );
         for bad in [
             &b"short"[..],
+            b"abcdefghijklmno",
+            b"abcdefghijklmno\n",
             b"abcdefghijklmnop\n\n",
             b"abcdefghijklmnop\r\n",
             b"abcdefgh ijklmnop",

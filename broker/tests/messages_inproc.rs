@@ -1315,3 +1315,23 @@ fn unread_index_follows_commits_only_and_matches_a_reopen() {
     assert_eq!(row["working"], Value::Null);
     assert_eq!(row["state"], json!("idle"));
 }
+
+#[test]
+fn credentials_are_for_human_and_reader_sessions() {
+    let mut e = Env::new();
+    // No credentials loaded here: an empty list, never a refusal.
+    assert_eq!(e.ok(&human(), "credentials", Value::Null), json!([]));
+    assert_eq!(e.ok(&reader(), "credentials", Value::Null), json!([]));
+    assert_eq!(
+        e.call(&role("pm", "run-p"), "credentials", Value::Null),
+        Err(Code::HumanRequired)
+    );
+    assert_eq!(
+        e.call(&tester(), "credentials", Value::Null),
+        Err(Code::TesterRefused)
+    );
+    assert_eq!(
+        e.call(&human(), "credentials", json!({"business": "acme"})),
+        Err(Code::InvalidRequest)
+    );
+}

@@ -369,3 +369,118 @@ fn the_database_itself_refuses_a_message_class_outside_the_eight() {
         assert_eq!(r.ok(), Some(1), "{class}");
     }
 }
+
+fn new_decision<'a>(
+    question: &'a str,
+    target: Option<&'a str>,
+) -> mosaic_bus::store::decisions::NewDecision<'a> {
+    mosaic_bus::store::decisions::NewDecision {
+        business: "acme",
+        raised_by_role: "pm",
+        raised_by_run: "run-p",
+        action: "prd.approve",
+        target,
+        class: mosaic_bus::policy::routing::Class::Gated,
+        routed_to: "human",
+        domain: None,
+        question,
+        options: r#"[{"key":"yes","text":"Yes"},{"key":"no","text":"No"}]"#,
+        recommendation: "yes",
+        approval_choice: "yes",
+        blocking: false,
+        project: None,
+        task_ref: None,
+        requirement_ref: None,
+        supersedes: None,
+        target_holder: None,
+    }
+}
+
+/// Every evidence writer refuses a loaded token, whatever column it would
+/// land in, and the refused row is not stored.
+#[test]
+fn every_evidence_writer_refuses_a_known_token() {
+    use mosaic_bus::store::{decisions, evidence};
+    use mosaic_bus::tokens::KnownTokens;
+    const T: &str = "abcdEFGH12345678";
+    let (_d, db) = fresh();
+    let mut s = Store::open(&db).unwrap();
+    s.tokens = KnownTokens::new(vec![T.into()]);
+    let q = format!("Ship {T}?");
+    assert_eq!(
+        s.write(|t| decisions::insert_decision(t, &new_decision(&q, None)))
+            .err(),
+        Some(Code::KnownToken)
+    );
+    assert_eq!(
+        s.write(|t| decisions::insert_decision(t, &new_decision("Ship?", Some(T))))
+            .err(),
+        Some(Code::KnownToken)
+    );
+    let id = s
+        .write(|t| decisions::insert_decision(t, &new_decision("Ship?", None)))
+        .unwrap()
+        .id;
+    assert_eq!(
+        s.write(|t| decisions::insert_decision_event(
+            t,
+            &id,
+            "resolved",
+            "human",
+            None,
+            Some("yes"),
+            Some(T),
+            None
+        ))
+        .err(),
+        Some(Code::KnownToken)
+    );
+    assert_eq!(
+        s.write(|t| decisions::insert_close_message(
+            t,
+            "acme",
+            "human",
+            "human",
+            "pm",
+            &format!("resolved: {T}"),
+            &id,
+            None
+        ))
+        .err(),
+        Some(Code::KnownToken)
+    );
+    assert_eq!(
+        s.write(|t| evidence::insert_claim(t, "acme", "pm", T, "claim", None, None))
+            .err(),
+        Some(Code::KnownToken)
+    );
+    assert_eq!(
+        s.write(|t| evidence::insert_event(
+            t,
+            "acme",
+            "session.note",
+            evidence::Actor {
+                role: Some("pm"),
+                run: Some(T)
+            },
+            None,
+            &serde_json::json!({})
+        ))
+        .err(),
+        Some(Code::KnownToken)
+    );
+    drop(s);
+    let c = raw(&db);
+    for (table, n) in [
+        ("decisions", 1),
+        ("decision_events", 0),
+        ("role_claims", 0),
+        ("messages", 0),
+        ("events", 1),
+    ] {
+        let got: i64 = c
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(got, n, "{table}");
+    }
+}

@@ -220,6 +220,15 @@ fn bad_references_refuse_the_start_with_a_code_that_names_no_path() {
     let dir = secrets.path().join("adir");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o600)).unwrap();
+    let read_only = token_file(secrets.path(), "ro", GITEA_TOKEN.as_bytes(), 0o400);
+    let setuid = token_file(secrets.path(), "suid", GITEA_TOKEN.as_bytes(), 0o4600);
+    let project = data_root();
+    let in_project = token_file(project.path(), "token", GITEA_TOKEN.as_bytes(), 0o600);
+    let own_repo = own_repo_dir();
+    let in_own_repo = token_file(own_repo.path(), "token", GITEA_TOKEN.as_bytes(), 0o600);
+    let repo_link = secrets.path().join("repo-link");
+    std::os::unix::fs::symlink(repo.path(), &repo_link).unwrap();
+    let via_link = repo_link.join("token").to_str().unwrap().to_string();
     let viki = json!({"env": ENV_VAR, "expires": far_date()});
     let cases: Vec<(Value, &str)> = vec![
         (
@@ -279,14 +288,44 @@ fn bad_references_refuse_the_start_with_a_code_that_names_no_path() {
             "credential-date",
         ),
         (json!({"file": good}), "credential-date"),
+        // A relative reference is `credential-path`, the documented code.
         (
             json!({"file": "relative/token", "rotateBy": far_date()}),
-            "invalid-business",
+            "credential-path",
+        ),
+        (
+            json!({"file": "", "rotateBy": far_date()}),
+            "credential-path",
+        ),
+        // Exactly 0600: read-only for the owner is not 0600 either.
+        (
+            json!({"file": read_only, "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        (
+            json!({"file": setuid, "rotateBy": far_date()}),
+            "credential-unsafe",
+        ),
+        // Inside a declared project root.
+        (
+            json!({"file": in_project, "rotateBy": far_date()}),
+            "credential-path",
+        ),
+        // Inside the broker's own repository, which no `repoRoots` names.
+        (
+            json!({"file": in_own_repo, "rotateBy": far_date()}),
+            "credential-path",
+        ),
+        // Inside a repository reached through a symlinked directory.
+        (
+            json!({"file": via_link, "rotateBy": far_date()}),
+            "credential-path",
         ),
     ];
     for (gitea, code) in cases {
         let mut cfg = config_with(root.path(), gitea.clone(), viki.clone(), None);
         cfg["repoRoots"] = json!([repo.path()]);
+        cfg["businesses"]["acme"]["projects"] = json!({"site": {"repo": project.path()}});
         let (mut b, reply) = Broker::spawn_with(
             root.path(),
             json!({"op": "boot", "config": cfg}),
@@ -326,4 +365,301 @@ fn bad_references_refuse_the_start_with_a_code_that_names_no_path() {
     );
     assert_eq!(reply["ok"], json!(true), "{reply}");
     b.close();
+}
+
+/// A private directory inside this workspace: the broker's own repository.
+fn own_repo_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(".cred-test-")
+        .tempdir_in(env!("CARGO_MANIFEST_DIR"))
+        .unwrap()
+}
+
+/// `YYYY-MM-DD` of the UTC day `days` from today.
+fn day_from_today(days: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = now.div_euclid(86_400) + days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn boot_code(root: &Path, cfg: Value) -> Value {
+    let (mut b, reply) = Broker::spawn_with(
+        root,
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    if reply["ok"] == json!(true) {
+        b.close();
+    } else {
+        let _ = b.wait(std::time::Duration::from_secs(10));
+    }
+    reply
+}
+
+#[test]
+fn vikunja_and_sync_references_need_a_strict_expires_date() {
+    let root = data_root();
+    let secrets = data_root();
+    let good = token_file(secrets.path(), "good", GITEA_TOKEN.as_bytes(), 0o600);
+    let gitea = json!({"file": good, "rotateBy": far_date()});
+    for (vikunja, code) in [
+        (
+            json!({"env": ENV_VAR, "rotateBy": far_date()}),
+            "credential-date",
+        ),
+        (json!({"env": ENV_VAR}), "credential-date"),
+        (
+            json!({"env": ENV_VAR, "expires": far_date(), "rotateBy": far_date()}),
+            "credential-date",
+        ),
+        (
+            json!({"env": ENV_VAR, "expires": "2099-13-01"}),
+            "credential-date",
+        ),
+        (
+            json!({"env": ENV_VAR, "expires": "99-03-01"}),
+            "credential-date",
+        ),
+        (
+            json!({"env": ENV_VAR, "expires": "2099-03-01T00:00:00Z"}),
+            "credential-date",
+        ),
+    ] {
+        let cfg = config_with(root.path(), gitea.clone(), vikunja.clone(), None);
+        assert_eq!(
+            boot_code(root.path(), cfg),
+            json!({"ok": false, "error": code}),
+            "{vikunja}"
+        );
+    }
+    // The sync identity follows the same rules.
+    let viki = json!({"env": ENV_VAR, "expires": far_date()});
+    for (sync, code) in [
+        (
+            json!({"file": good, "rotateBy": far_date()}),
+            "credential-date",
+        ),
+        (
+            json!({"file": secrets.path().join("none").to_str().unwrap(), "expires": far_date()}),
+            "credential-missing",
+        ),
+        (
+            json!({"file": "sync-token", "expires": far_date()}),
+            "credential-path",
+        ),
+    ] {
+        let cfg = config_with(root.path(), gitea.clone(), viki.clone(), Some(sync.clone()));
+        assert_eq!(
+            boot_code(root.path(), cfg),
+            json!({"ok": false, "error": code}),
+            "{sync}"
+        );
+    }
+}
+
+#[test]
+fn a_file_owned_by_another_user_is_unsafe() {
+    // Only root can give a file away; as anyone else this case can't be set up.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let root = data_root();
+    let secrets = data_root();
+    let theirs = token_file(secrets.path(), "theirs", GITEA_TOKEN.as_bytes(), 0o600);
+    std::os::unix::fs::chown(&theirs, Some(65_534), Some(65_534)).unwrap();
+    let cfg = config_with(
+        root.path(),
+        json!({"file": theirs, "rotateBy": far_date()}),
+        json!({"env": ENV_VAR, "expires": far_date()}),
+        None,
+    );
+    assert_eq!(
+        boot_code(root.path(), cfg),
+        json!({"ok": false, "error": "credential-unsafe"})
+    );
+}
+
+#[test]
+fn states_move_with_the_clock_and_status_covers_the_sync_identity() {
+    let root = data_root();
+    let secrets = data_root();
+    // Exactly 16 KiB: the largest file, still one token.
+    let big = token_file(
+        secrets.path(),
+        "big",
+        "b".repeat(16 * 1024).as_bytes(),
+        0o600,
+    );
+    let s = token_file(secrets.path(), "sync", SYNC_TOKEN.as_bytes(), 0o600);
+    let soon = day_from_today(3);
+    let today = day_from_today(0);
+    let cfg = config_with(
+        root.path(),
+        json!({"file": big, "rotateBy": soon}),
+        json!({"env": ENV_VAR, "expires": today, "bot": "acme-pm-bot"}),
+        Some(json!({"file": s, "expires": soon, "bot": "acme-sync"})),
+    );
+    let (mut b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let reader = b.reader_cap();
+    assert_eq!(
+        b.call(&reader, "credentials", Value::Null)["result"],
+        json!([
+            {"service": "gitea", "account": null, "role": "pm", "dateKind": "rotateBy", "date": soon, "state": "expiring"},
+            // Vikunja is expired from midnight UTC of its expiry day.
+            {"service": "vikunja", "account": "acme-pm-bot", "role": "pm", "dateKind": "expires", "date": today, "state": "expired"},
+            {"service": "vikunja", "account": "acme-sync", "role": "tracker sync", "dateKind": "expires", "date": soon, "state": "expiring"},
+        ])
+    );
+    // credentialStatus: the sync identity is `@sync`; a role without
+    // credentials has no rows.
+    assert_eq!(
+        b.op(json!({"op": "credentialStatus", "business": "acme", "role": "@sync"})),
+        json!({"ok": true, "result": [{"service": "vikunja", "date": soon, "state": "expiring"}]})
+    );
+    assert_eq!(
+        b.op(json!({"op": "credentialStatus", "business": "acme", "role": "cto"})),
+        json!({"ok": true, "result": []})
+    );
+    for (op, code) in [
+        (
+            json!({"op": "credentialStatus", "business": "nope", "role": "pm"}),
+            "unknown-business",
+        ),
+        (
+            json!({"op": "credentialStatus", "business": "acme", "role": "tracker sync"}),
+            "unknown-role",
+        ),
+        (
+            json!({"op": "credentialStatus", "business": "acme", "role": "pm", "token": true}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "credentialStatus", "business": "acme"}),
+            "invalid-request",
+        ),
+    ] {
+        assert_eq!(
+            b.op(op.clone()),
+            json!({"ok": false, "error": code}),
+            "{op}"
+        );
+    }
+    b.close();
+    // Without a sync identity, `@sync` names no one.
+    let cfg = config_with(
+        root.path(),
+        json!({"file": big, "rotateBy": soon}),
+        json!({"env": ENV_VAR, "expires": far_date()}),
+        None,
+    );
+    let (mut b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    assert_eq!(
+        b.op(json!({"op": "credentialStatus", "business": "acme", "role": "@sync"})),
+        json!({"ok": false, "error": "unknown-role"})
+    );
+    b.close();
+}
+
+#[test]
+fn tokens_are_read_once_and_checked_in_every_read_reply() {
+    let root = data_root();
+    let secrets = data_root();
+    let g = token_file(secrets.path(), "gitea", GITEA_TOKEN.as_bytes(), 0o600);
+    // A sync bot name that contains a loaded token: the `credentials` read
+    // would show it, so the read refuses like every other.
+    let cfg = config_with(
+        root.path(),
+        json!({"file": g, "rotateBy": far_date()}),
+        json!({"env": ENV_VAR, "expires": far_date()}),
+        Some(json!({"env": ENV_VAR, "expires": far_date(), "bot": format!("bot-{GITEA_TOKEN}")})),
+    );
+    let (mut b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[(ENV_VAR, VIKUNJA_TOKEN)],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let reader = b.reader_cap();
+    assert_eq!(
+        b.call(&reader, "credentials", Value::Null),
+        json!({"ok": false, "error": "known-token"})
+    );
+    // Rotating the file after start changes nothing until a restart: the old
+    // token is still the known one, the new one is not.
+    const ROTATED: &str = "rotated-gitea-token-0000000000";
+    std::fs::write(&g, ROTATED).unwrap();
+    let mut p = sleeper();
+    let cap = b.bind("pm", "run-rot", p.id());
+    assert_eq!(b.call(&cap, "role.claim", Value::Null)["ok"], json!(true));
+    assert_eq!(
+        b.call(
+            &cap,
+            "message.send",
+            json!({"to": "cto", "body": GITEA_TOKEN})
+        )["error"],
+        json!("known-token")
+    );
+    // In an argument key, too.
+    assert_eq!(
+        b.call(
+            &cap,
+            "message.send",
+            json!({"to": "cto", "body": "x", GITEA_TOKEN: 1})
+        )["error"],
+        json!("known-token")
+    );
+    let sent = b.call(&cap, "message.send", json!({"to": "cto", "body": ROTATED}));
+    assert_eq!(sent["ok"], json!(true), "{sent}");
+    // Evidence a host op would write: an event body, a task snapshot.
+    assert_eq!(
+        b.op(
+            json!({"op": "recordEvent", "cap": cap, "kind": "tracker.note",
+            "body": {"note": VIKUNJA_TOKEN}})
+        )["error"],
+        json!("known-token")
+    );
+    assert_eq!(
+        b.op(
+            json!({"op": "recordTask", "business": "acme", "task_ref": "vikunja:1/8",
+            "read_at": "2026-01-01T00:00:00.000Z",
+            "fields": {"title": "t", "assignees": [GITEA_TOKEN]}})
+        )["error"],
+        json!("known-token")
+    );
+    let path = b.stderr_path.clone();
+    b.close();
+    let logs = std::fs::read_to_string(path).unwrap_or_default();
+    let mut db = std::fs::read(root.path().join("bus/bus.sqlite")).unwrap();
+    db.extend(std::fs::read(root.path().join("bus/bus.sqlite-wal")).unwrap_or_default());
+    for secret in [GITEA_TOKEN, VIKUNJA_TOKEN] {
+        assert!(!logs.contains(secret), "{secret} in logs");
+        assert!(
+            !db.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{secret} in the store"
+        );
+    }
+    let _ = p.kill();
+    let _ = p.wait();
 }

@@ -165,7 +165,9 @@ fn credential(raw: RawCredential) -> Result<Credential, Code> {
     if raw.file.is_some() == raw.env.is_some() {
         return Err(Code::InvalidBusiness);
     }
-    let file = raw.file.as_deref().map(abs_path).transpose().map_err(bad)?;
+    // A relative or malformed file path is the loader's `credential-path`,
+    // the documented code for it, not a shape error.
+    let file = raw.file.map(PathBuf::from);
     if let Some(env) = &raw.env {
         let ok = !env.is_empty()
             && env

@@ -157,7 +157,13 @@ fn credential_status(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, C
             .businesses
             .get(&business)
             .ok_or(Code::UnknownBusiness)?;
-        if !b.roles.contains_key(&role) {
+        // `@sync` is the business's tracker sync identity (`business/@sync`).
+        let known = if role == crate::credentials::SYNC {
+            b.sync.is_some()
+        } else {
+            b.roles.contains_key(&role)
+        };
+        if !known {
             return Err(Code::UnknownRole);
         }
         let now = crate::store::clock::now_ms();

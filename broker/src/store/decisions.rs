@@ -196,6 +196,23 @@ pub struct NewDecision<'a> {
 }
 
 pub fn insert_decision(t: &mut Tx<'_>, d: &NewDecision<'_>) -> Result<Written, Code> {
+    t.tokens.check_all(&[
+        Some(d.raised_by_role),
+        Some(d.raised_by_run),
+        Some(d.action),
+        d.target,
+        Some(d.routed_to),
+        d.domain,
+        Some(d.question),
+        Some(d.options),
+        Some(d.recommendation),
+        Some(d.approval_choice),
+        d.project,
+        d.task_ref,
+        d.requirement_ref,
+        d.supersedes,
+        d.target_holder,
+    ])?;
     let id = ids::uuid();
     let at = t.now();
     t.tx.execute(
@@ -243,6 +260,15 @@ pub fn insert_decision_event(
     note: Option<&str>,
     input: Option<&str>,
 ) -> Result<Written, Code> {
+    t.tokens.check_all(&[
+        Some(decision),
+        Some(kind),
+        Some(by),
+        run,
+        choice,
+        note,
+        input,
+    ])?;
     let at = t.now();
     t.tx.execute(
         "INSERT INTO decision_events(decision, kind, by, run, choice, note, input, at)
@@ -269,6 +295,14 @@ pub fn insert_close_message(
     decision: &str,
     request: Option<&str>,
 ) -> Result<Written, Code> {
+    t.tokens.check_all(&[
+        Some(from_role),
+        Some(from_run),
+        Some(to_role),
+        Some(body),
+        Some(decision),
+        request,
+    ])?;
     let id = ids::uuid();
     let at = t.now();
     t.tx.execute(

@@ -30,7 +30,8 @@ pub fn insert_event(
     body: &Value,
 ) -> Result<Written, Code> {
     t.tokens.check(body)?;
-    t.tokens.check_all(&[Some(kind), subject])?;
+    t.tokens
+        .check_all(&[Some(kind), subject, actor.role, actor.run])?;
     let id = ids::uuid();
     let at = t.now();
     t.tx.prepare_cached(
@@ -63,6 +64,8 @@ pub fn insert_claim(
     decision: Option<&str>,
     by: Option<&str>,
 ) -> Result<Written, Code> {
+    t.tokens
+        .check_all(&[Some(role), Some(run), Some(op), decision, by])?;
     let at = t.now();
     t.tx.prepare_cached(
         "INSERT INTO role_claims(business, role, run, op, decision, by, at)
