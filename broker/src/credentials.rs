@@ -125,10 +125,13 @@ fn euid() -> u32 {
 
 /// The broker's own repository root: the workspace this binary was built
 /// from (the parent of the `broker` package). The spec has the runtime always
-/// exclude its own repository, whatever `repoRoots` says.
+/// exclude its own repository, whatever `repoRoots` says. Never `/`: a
+/// workspace built at the file system's root would otherwise exclude every
+/// file.
 pub fn own_repo_root() -> Option<PathBuf> {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
+        .filter(|p| p.parent().is_some())
         .map(Path::to_path_buf)
 }
 
