@@ -35,11 +35,14 @@ codes! {
     InvalidConfig => "invalid-config",
     /// A normalized business fails validation.
     InvalidBusiness => "invalid-business",
-    /// `dataRoot` is not an absolute, existing directory owned by the user.
+    /// `dataRoot` is not an absolute, existing directory owned by the user (a symlink to one
+    /// refuses too).
     DataRoot => "data-root",
-    /// A path under `bus/` is a symlink, not the expected file type, not owned, or too open.
+    /// A path under `bus/` is a symlink, not the expected file type, not owned, or too open
+    /// (a symlinked `writer.lock` too).
     UnsafePath => "unsafe-path",
-    /// `writer.lock` exists: another broker runs, or one crashed and an operator must act.
+    /// `writer.lock` exists as a regular file: another broker runs, or one crashed and an
+    /// operator must act.
     WriterLocked => "writer-locked",
     /// The database carries a schema version this broker does not run.
     SchemaVersion => "schema-version",

@@ -31,7 +31,8 @@ pub struct Runtime {
 }
 
 /// Starts a broker: data root, lock, store, launches, readers, socket.
-/// A refusal leaves no lock behind (nothing was served).
+/// A refusal leaves no lock behind (nothing was served) and leaves what it
+/// found at `bus.sock` alone.
 pub fn start_broker(config: BootConfig) -> Result<Runtime, Code> {
     start_with(config, crate::proof::spawn_default())
 }
@@ -54,7 +55,7 @@ pub fn start_with(
             boot_reply: reply,
         }),
         Err(code) => {
-            bus.release();
+            bus.release_lock();
             Err(code)
         }
     }
@@ -120,8 +121,10 @@ fn start_locked(
         let _guard = rt.enter();
         tokio::net::UnixListener::bind(&path).map_err(|_| Code::UnsafePath)?
     };
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|_| Code::UnsafePath)?;
+    if std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).is_err() {
+        let _ = std::fs::remove_file(&path);
+        return Err(Code::UnsafePath);
+    }
     let (writer, thread) = Writer::spawn(core);
     let ctx = Arc::new(Ctx {
         writer: writer.clone(),
@@ -141,15 +144,17 @@ fn start_locked(
     Ok((writer, thread, rt, shutdown, server, ctx, reply))
 }
 
-/// A socket left by a crashed broker may be replaced once we hold the lock;
-/// anything else at that path refuses.
+/// A socket left by a crashed broker (ours, private) may be replaced once we
+/// hold the lock; anything else at that path refuses, a socket open to group
+/// or others included ("symlinks or looser modes refuse the start").
 fn clear_stale_socket(path: &PathBuf) -> Result<(), Code> {
     match std::fs::symlink_metadata(path) {
-        Err(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) => Err(Code::UnsafePath),
         Ok(md) => {
             // SAFETY: geteuid has no preconditions.
             let me = unsafe { libc::geteuid() };
-            if md.file_type().is_socket() && md.uid() == me {
+            if md.file_type().is_socket() && md.uid() == me && md.mode() & 0o077 == 0 {
                 std::fs::remove_file(path).map_err(|_| Code::UnsafePath)
             } else {
                 Err(Code::UnsafePath)

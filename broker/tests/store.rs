@@ -484,3 +484,291 @@ fn every_evidence_writer_refuses_a_known_token() {
         assert_eq!(got, n, "{table}");
     }
 }
+
+/// One valid row in every evidence table, written through the triggers.
+fn populate_every_table(c: &Connection) {
+    c.execute_batch(
+        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, class,
+           routed_to, question, options, recommendation, approval_choice, blocking, at)
+         VALUES ('d1', 'acme', 'pm', 'r1', 'x', 'gated', 'human', 'q', '[]', 'a', 'a', 0,
+           '2099-01-01T00:00:01.000Z');
+         INSERT INTO decision_events(decision, kind, by, at)
+         VALUES ('d1', 'seen', 'human', '2099-01-01T00:00:02.000Z');
+         INSERT INTO role_claims(business, role, run, op, at)
+         VALUES ('acme', 'pm', 'r1', 'claim', '2099-01-01T00:00:03.000Z');
+         INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+         VALUES ('m1', 'acme', 'pm', 'r1', 'cto', 'INFO', 'hi', '2099-01-01T00:00:04.000Z');
+         INSERT INTO deliveries(message, run, at) VALUES ('m1', 'r2', '2099-01-01T00:00:05.000Z');
+         INSERT INTO read_receipts(message, run, at) VALUES ('m1', 'r2', '2099-01-01T00:00:06.000Z');
+         INSERT INTO task_snapshots(business, task_ref, read_at, tombstone, fields, at)
+         VALUES ('acme', 'vikunja:3/41', '2099-01-01T00:00:00.000Z', 1, NULL,
+           '2099-01-01T00:00:07.000Z');",
+    )
+    .unwrap();
+}
+
+fn count(c: &Connection, table: &str) -> i64 {
+    c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+/// UPDATE, DELETE, INSERT OR REPLACE (and an upsert) refuse on every table,
+/// each holding a row, and leave every row as it was.
+#[test]
+fn every_table_refuses_update_delete_and_replace() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    populate_every_table(&c);
+    let mut tables = vec!["meta"];
+    tables.extend(schema::EVIDENCE_TABLES);
+    for t in &tables {
+        assert!(count(&c, t) > 0, "{t} has a row to protect");
+    }
+    let dump = |c: &Connection, t: &str| -> Vec<String> {
+        let mut st = c
+            .prepare(&format!("SELECT json_array(*) FROM (SELECT * FROM {t})"))
+            .unwrap_or_else(|_| c.prepare(&format!("SELECT quote(rowid) FROM {t}")).unwrap());
+        st.query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let before: Vec<Vec<String>> = tables.iter().map(|t| dump(&c, t)).collect();
+    let key = |t: &str| if t == "meta" { "key" } else { "seq" };
+    for t in &tables {
+        let k = key(t);
+        // The existing rows again, with a later timestamp so that only the
+        // append-only guard has a reason to refuse.
+        let cols: Vec<String> = {
+            let mut st = c.prepare(&format!("PRAGMA table_info({t})")).unwrap();
+            st.query_map([], |r| r.get::<_, String>(1))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let again = cols
+            .iter()
+            .map(|n| match n.as_str() {
+                "at" => "'2999-12-31T00:00:00.000Z'".to_string(),
+                "op" => "'release'".to_string(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        for sql in [
+            format!("UPDATE {t} SET {k} = {k}"),
+            format!("DELETE FROM {t}"),
+            format!("DELETE FROM {t} WHERE {k} = (SELECT min({k}) FROM {t})"),
+            format!("INSERT OR REPLACE INTO {t} SELECT {again} FROM {t}"),
+            format!("REPLACE INTO {t} SELECT {again} FROM {t}"),
+            format!("INSERT INTO {t} SELECT {again} FROM {t} WHERE true ON CONFLICT DO NOTHING"),
+        ] {
+            let r = c.execute(&sql, []);
+            assert!(
+                matches!(&r, Err(e) if e.to_string().contains("append-only")),
+                "{sql}: {r:?}"
+            );
+        }
+    }
+    let after: Vec<Vec<String>> = tables.iter().map(|t| dump(&c, t)).collect();
+    assert_eq!(before, after);
+    drop(c);
+    assert_eq!(open_code(&db), None, "the store still opens");
+}
+
+/// The open store runs WAL with synchronous=FULL and foreign keys on.
+#[test]
+fn an_open_store_is_wal_with_synchronous_full() {
+    let (_d, db) = fresh();
+    let s = Store::open(&db).unwrap();
+    let c = s.conn();
+    let mode: String = c
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let sync: i64 = c
+        .pragma_query_value(None, "synchronous", |r| r.get(0))
+        .unwrap();
+    assert_eq!(sync, 2, "FULL");
+    let fk: i64 = c
+        .pragma_query_value(None, "foreign_keys", |r| r.get(0))
+        .unwrap();
+    assert_eq!(fk, 1);
+}
+
+/// Runs `sql` with the named trigger taken away and then put back with its
+/// exact original text, so the `sqlite_master` digest still matches: what a
+/// careful hand working behind the broker's back would do.
+fn behind_the_guard(db: &Path, trigger: &str, sql: &str) {
+    let c = raw(db);
+    let original: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?1",
+            [trigger],
+            |r| r.get(0),
+        )
+        .unwrap();
+    c.execute_batch(&format!("DROP TRIGGER {trigger};"))
+        .unwrap();
+    c.execute_batch(sql).unwrap();
+    c.execute_batch(&format!("{original};")).unwrap();
+    assert_eq!(schema::master_digest(&c).unwrap(), schema::MASTER_SHA256);
+}
+
+#[test]
+fn each_tampering_of_the_store_file_refuses_with_its_code() {
+    // A trigger changed in place (same name, weaker body).
+    let (_d, db) = fresh();
+    raw(&db)
+        .execute_batch(
+            "DROP TRIGGER events_at;
+             CREATE TRIGGER events_at BEFORE INSERT ON events
+               WHEN NEW.at IS NULL BEGIN SELECT RAISE(ABORT, 'timestamp'); END;",
+        )
+        .unwrap();
+    assert_eq!(open_code(&db), Some(Code::SchemaDigest));
+
+    // A missing meta row, each of the two.
+    for key in ["schema_version", "schema_sha256"] {
+        let (_d, db) = fresh();
+        behind_the_guard(
+            &db,
+            "meta_no_delete",
+            &format!("DELETE FROM meta WHERE key = '{key}';"),
+        );
+        assert_eq!(open_code(&db), Some(Code::SchemaMetadata), "{key}");
+        assert_eq!(open_code(&db), Some(Code::SchemaMetadata), "{key}: again");
+        assert_eq!(count(&raw(&db), "events"), 1, "{key}: never reinitialized");
+    }
+
+    // The meta table itself gone.
+    let (_d, db) = fresh();
+    raw(&db)
+        .execute_batch("PRAGMA foreign_keys=OFF; DROP TABLE meta;")
+        .unwrap();
+    assert_eq!(open_code(&db), Some(Code::SchemaMetadata));
+
+    // An older and a newer version, the schema otherwise intact.
+    for version in ["3a", "3i", ""] {
+        let (_d, db) = fresh();
+        behind_the_guard(
+            &db,
+            "meta_no_update",
+            &format!("UPDATE meta SET value = '{version}' WHERE key = 'schema_version';"),
+        );
+        assert_eq!(open_code(&db), Some(Code::SchemaVersion), "{version:?}");
+    }
+
+    // A wrong recorded source digest.
+    let (_d, db) = fresh();
+    behind_the_guard(
+        &db,
+        "meta_no_update",
+        "UPDATE meta SET value = 'ab' || substr(value, 3) WHERE key = 'schema_sha256';",
+    );
+    assert_eq!(open_code(&db), Some(Code::SchemaDigest));
+
+    // Not WAL: each of the rollback-journal modes.
+    for mode in ["DELETE", "TRUNCATE", "PERSIST"] {
+        let (_d, db) = fresh();
+        raw(&db)
+            .execute_batch(&format!("PRAGMA journal_mode={mode};"))
+            .unwrap();
+        assert_eq!(open_code(&db), Some(Code::JournalMode), "{mode}");
+    }
+
+    // A row breaking a CHECK constraint: quick_check finds it.
+    let (_d, db) = fresh();
+    raw(&db)
+        .execute_batch(
+            "PRAGMA ignore_check_constraints=ON;
+             INSERT INTO role_claims(business, role, run, op, at)
+             VALUES ('acme', 'pm', 'r1', 'bogus', '2099-01-01T00:00:00.000Z');",
+        )
+        .unwrap();
+    assert_eq!(open_code(&db), Some(Code::Integrity));
+}
+
+/// A row with a non-canonical or out-of-order timestamp, written with its
+/// table's timestamp trigger taken away and put back (the digest matches),
+/// refuses the open wherever it sits: as the newest row, behind later good
+/// rows, or in `task_snapshots.read_at`.
+#[test]
+fn a_bad_timestamp_written_behind_the_brokers_back_refuses_the_open() {
+    let bad_ats = [
+        "2099-01-01 00:00:00",
+        "2099-01-01T00:00:00Z",
+        "2099-01-01T00:00:00.000",
+        "2099-02-30T00:00:00.000Z",
+        "2000-01-01",
+        "garbage",
+    ];
+    for at in bad_ats {
+        // The newest row of its table.
+        let (_d, db) = fresh();
+        behind_the_guard(
+            &db,
+            "events_at",
+            &format!(
+                "INSERT INTO events(id, business, kind, body, at) VALUES ('e2','acme','x.y','{{}}','{at}');"
+            ),
+        );
+        assert_eq!(open_code(&db), Some(Code::Timestamp), "newest {at}");
+
+        // Behind a later good row.
+        let (_d, db) = fresh();
+        behind_the_guard(
+            &db,
+            "role_claims_at",
+            &format!(
+                "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme','pm','r1','claim','{at}');
+                 INSERT INTO role_claims(business, role, run, op, at)
+                 VALUES ('acme','pm','r1','release','2999-01-01T00:00:00.000Z');"
+            ),
+        );
+        assert_eq!(open_code(&db), Some(Code::Timestamp), "middle {at}");
+
+        // A snapshot's read_at (its `at` canonical).
+        let (_d, db) = fresh();
+        behind_the_guard(
+            &db,
+            "task_snapshots_at",
+            &format!(
+                "INSERT INTO task_snapshots(business, task_ref, read_at, tombstone, fields, at)
+                 VALUES ('acme','vikunja:3/41','{at}',1,NULL,'2099-01-01T00:00:00.000Z');"
+            ),
+        );
+        assert_eq!(open_code(&db), Some(Code::Timestamp), "read_at {at}");
+    }
+
+    // Canonical but not later than the row before it, with a good row after.
+    let (_d, db) = fresh();
+    raw(&db)
+        .execute_batch(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES ('m1','acme','pm','r1','cto','INFO','hi','2099-01-01T00:00:05.000Z');",
+        )
+        .unwrap();
+    behind_the_guard(
+        &db,
+        "messages_at",
+        "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+         VALUES ('m2','acme','pm','r1','cto','INFO','hi','2099-01-01T00:00:04.000Z');",
+    );
+    raw(&db)
+        .execute_batch(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES ('m3','acme','pm','r1','cto','INFO','hi','2099-01-01T00:00:06.000Z');",
+        )
+        .unwrap();
+    assert_eq!(open_code(&db), Some(Code::Timestamp), "out of order");
+    assert_eq!(
+        full_timestamp_scan(&raw(&db)).unwrap(),
+        vec![("messages".to_string(), 2)]
+    );
+
+    // The same store with good rows only opens.
+    let (_d, db) = fresh();
+    populate_every_table(&raw(&db));
+    assert_eq!(open_code(&db), None);
+}

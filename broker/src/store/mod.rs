@@ -342,7 +342,7 @@ fn configure(conn: &Connection) -> Result<(), Code> {
 }
 
 /// The open-time checks, in order: metadata, version, digests, WAL,
-/// quick_check, foreign keys, timestamps (in [`latest_timestamp`]).
+/// quick_check, foreign keys, timestamps (every row, in [`latest_timestamp`]).
 fn verify(conn: &Connection) -> Result<(), Code> {
     let has_meta: bool = conn
         .query_row(
@@ -392,58 +392,90 @@ fn verify(conn: &Connection) -> Result<(), Code> {
     Ok(())
 }
 
-/// The latest timestamp over every evidence table. Each table's newest row
-/// (by `seq`) must be canonical; the insert triggers guarantee the rest, since
-/// each row was refused unless canonical and later than the one before it.
+/// The open-time timestamp check, then the latest timestamp over every
+/// evidence table: the spec's full scan ([`full_timestamp_scan`]'s rule),
+/// stopping at the first bad row. Every row's `at` (and
+/// `task_snapshots.read_at`) must be canonical and later than the row before
+/// it by `seq`, so a row written behind the broker's back (its trigger
+/// dropped and put back, leaving the digest intact) refuses the open
+/// wherever it sits, not only as a table's newest row.
 fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
     let mut latest = 0i64;
     for table in schema::EVIDENCE_TABLES {
-        let sql = format!("SELECT at FROM {table} ORDER BY seq DESC LIMIT 1");
-        let at: Option<String> = match conn.query_row(&sql, [], |r| r.get(0)) {
-            Ok(v) => Some(v),
-            Err(rusqlite::Error::QueryReturnedNoRows) => None,
-            Err(_) => return Err(Code::Timestamp),
-        };
-        if let Some(at) = at {
-            let ms = clock::parse_canonical(&at).ok_or(Code::Timestamp)?;
-            latest = latest.max(ms);
+        let mut bad = Vec::new();
+        let last = scan_table(conn, table, &mut bad, true).map_err(|e| {
+            tracing::warn!(code = "timestamp", table = *table, kind = ?sql_kind(&e), "timestamp scan failed");
+            Code::Timestamp
+        })?;
+        if !bad.is_empty() {
+            tracing::warn!(
+                code = "timestamp",
+                table = *table,
+                "stored timestamp refused"
+            );
+            return Err(Code::Timestamp);
         }
+        latest = latest.max(last.unwrap_or(0));
     }
     Ok(latest)
 }
 
+/// Scans one evidence table in `seq` order, pushing the `seq` of every row
+/// whose `at` or non-null `read_at` is not canonical or whose `at` is not
+/// later than the last canonical one before it (stopping at the first when
+/// `first_only`). Returns the last canonical `at` in milliseconds.
+fn scan_table(
+    conn: &Connection,
+    table: &str,
+    bad: &mut Vec<i64>,
+    first_only: bool,
+) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::types::ValueRef;
+    let read_at = if table == "task_snapshots" {
+        "read_at"
+    } else {
+        "NULL"
+    };
+    let sql = format!("SELECT seq, at, {read_at} FROM {table} ORDER BY seq");
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let canonical = |v: ValueRef<'_>| match v {
+        ValueRef::Text(b) => std::str::from_utf8(b).ok().and_then(clock::parse_canonical),
+        _ => None,
+    };
+    let mut prev: Option<i64> = None;
+    while let Some(r) = rows.next()? {
+        let ms = canonical(r.get_ref(1)?);
+        let ra = r.get_ref(2)?;
+        let ra_ok = matches!(ra, ValueRef::Null) || canonical(ra).is_some();
+        let ordered = match (prev, ms) {
+            (Some(p), Some(m)) => m > p,
+            _ => true,
+        };
+        if ms.is_none() || !ra_ok || !ordered {
+            bad.push(r.get(0)?);
+            if first_only {
+                return Ok(prev);
+            }
+        }
+        if ms.is_some() {
+            prev = ms;
+        }
+    }
+    Ok(prev)
+}
+
 /// The full scan the spec describes: every `at` and non-null `read_at` in
 /// every evidence table that is not canonical or not strictly later than its
-/// predecessor by `seq`. The insert triggers make this empty; tests compare
-/// the two, and operators may run it (it is O(rows)).
+/// predecessor by `seq`. The insert triggers keep this empty, and every open
+/// runs it (stopping at the first bad row); tests compare it with the
+/// triggers row by row.
 pub fn full_timestamp_scan(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut bad = Vec::new();
     for table in schema::EVIDENCE_TABLES {
-        let read_at = if *table == "task_snapshots" {
-            "read_at"
-        } else {
-            "NULL"
-        };
-        let sql = format!("SELECT seq, at, {read_at} FROM {table} ORDER BY seq");
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        let mut prev: Option<i64> = None;
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            let at: Option<String> = r.get(1)?;
-            let ra: Option<String> = r.get(2)?;
-            let ms = at.as_deref().and_then(clock::parse_canonical);
-            let ra_ok = ra
-                .as_deref()
-                .is_none_or(|s| clock::parse_canonical(s).is_some());
-            let ordered = matches!((prev, ms), (Some(p), Some(m)) if m > p) || prev.is_none();
-            if ms.is_none() || !ra_ok || !ordered {
-                bad.push((table.to_string(), seq));
-            }
-            if ms.is_some() {
-                prev = ms;
-            }
-        }
+        let mut seqs = Vec::new();
+        scan_table(conn, table, &mut seqs, false)?;
+        bad.extend(seqs.into_iter().map(|s| (table.to_string(), s)));
     }
     Ok(bad)
 }

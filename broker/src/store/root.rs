@@ -70,7 +70,12 @@ impl BusDir {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&lock_path)
             .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                // A lock left by a broker is a regular file (whatever its
+                // mode or owner); a symlink or anything else there is not a
+                // lock but an unsafe path, as everywhere else under `bus/`.
+                let left_by_a_broker =
+                    fs::symlink_metadata(&lock_path).is_ok_and(|md| md.file_type().is_file());
+                if e.kind() == std::io::ErrorKind::AlreadyExists && left_by_a_broker {
                     Code::WriterLocked
                 } else {
                     Code::UnsafePath
@@ -94,6 +99,12 @@ impl BusDir {
     /// removed only if it is still the file this broker created.
     pub fn release(&self) {
         let _ = fs::remove_file(self.socket_path());
+        self.release_lock();
+    }
+
+    /// Removes only the lock (if still ours): a refused start, which never
+    /// bound the socket, leaves whatever is at `bus.sock` as it found it.
+    pub fn release_lock(&self) {
         let lock_path = self.dir.join(LOCK_FILE);
         if let Ok(md) = fs::symlink_metadata(&lock_path) {
             if md.ino() == self.lock_ino {
