@@ -772,3 +772,25 @@ fn a_bad_timestamp_written_behind_the_brokers_back_refuses_the_open() {
     populate_every_table(&raw(&db));
     assert_eq!(open_code(&db), None);
 }
+
+/// The whole-store checks run side by side at open, but their refusals keep
+/// the order of the checks: a broken foreign key (integrity) is reported
+/// before a bad timestamp in the same store, and the timestamp alone after.
+#[test]
+fn open_reports_integrity_before_a_bad_timestamp() {
+    let (_d, db) = fresh();
+    behind_the_guard(
+        &db,
+        "events_at",
+        "INSERT INTO events(id, business, kind, body, at) VALUES ('e2','acme','x.y','{}','garbage');",
+    );
+    assert_eq!(open_code(&db), Some(Code::Timestamp));
+    raw(&db)
+        .execute_batch(
+            "PRAGMA foreign_keys=OFF;
+             INSERT INTO deliveries(message, run, at)
+             VALUES ('no-such-message', 'r', '2999-01-01T00:00:00.000Z');",
+        )
+        .unwrap();
+    assert_eq!(open_code(&db), Some(Code::Integrity));
+}

@@ -180,8 +180,25 @@ impl Store {
             init(&conn)?;
         }
         configure(&conn)?;
-        verify(&conn)?;
-        let floor = latest_timestamp(&conn)?;
+        verify_schema(&conn)?;
+        // The whole-store checks (quick_check; foreign keys and every row's
+        // timestamp) each read all of it, so they run side by side: the
+        // second pair on a read-only connection of its own (the schema is
+        // already known to be the pinned one). Refusals keep their order:
+        // quick_check, foreign keys, timestamps.
+        let floor = std::thread::scope(|s| {
+            let others = s.spawn(|| {
+                let reader = open_reader(db_path).ok()?;
+                Some((foreign_keys(&reader), latest_timestamp(&reader)))
+            });
+            let quick = quick_check(&conn);
+            let others = others.join().map_err(|_| Code::StorageUnavailable)?;
+            quick?;
+            // Without a second connection they run here, after.
+            let (fk, ts) = others.unwrap_or_else(|| (foreign_keys(&conn), latest_timestamp(&conn)));
+            fk?;
+            ts
+        })?;
         let unread = messages::Unread::load(&conn)?;
         Ok(Store {
             conn,
@@ -341,9 +358,22 @@ fn configure(conn: &Connection) -> Result<(), Code> {
     Ok(())
 }
 
-/// The open-time checks, in order: metadata, version, digests, WAL,
-/// quick_check, foreign keys, timestamps (every row, in [`latest_timestamp`]).
-fn verify(conn: &Connection) -> Result<(), Code> {
+/// A read-only connection to the store, through the same VFS as the writer's.
+fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    if wal_vfs::register() {
+        Connection::open_with_flags_and_vfs(db_path, flags, wal_vfs::NAME)
+    } else {
+        Connection::open_with_flags(db_path, flags)
+    }
+}
+
+/// The open-time checks, in order: metadata, version, digests, WAL; then
+/// [`quick_check`], [`foreign_keys`] and the timestamps of every row (in
+/// [`latest_timestamp`]).
+fn verify_schema(conn: &Connection) -> Result<(), Code> {
     let has_meta: bool = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -376,12 +406,22 @@ fn verify(conn: &Connection) -> Result<(), Code> {
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Code::JournalMode);
     }
+    Ok(())
+}
+
+/// `PRAGMA quick_check`.
+fn quick_check(conn: &Connection) -> Result<(), Code> {
     let quick: String = conn
         .query_row("PRAGMA quick_check", [], |r| r.get(0))
         .map_err(|_| Code::Integrity)?;
     if quick != "ok" {
         return Err(Code::Integrity);
     }
+    Ok(())
+}
+
+/// `PRAGMA foreign_key_check`.
+fn foreign_keys(conn: &Connection) -> Result<(), Code> {
     let fk_violation = conn
         .prepare("PRAGMA foreign_key_check")
         .and_then(|mut s| s.exists([]))
