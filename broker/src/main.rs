@@ -139,6 +139,11 @@ fn main() -> ExitCode {
     // environment either way, so neither the proof helper nor (in fd mode) a
     // broker forked by a host running under systemd talks to that manager.
     mosaic_bus::host::notify::init(matches!(mode, Mode::Control(_)));
+    // A forked broker's refused boot prints its code as the only stderr
+    // line; what it logs before the boot is settled waits (host::bootlog).
+    if matches!(mode, Mode::HostFd(_)) {
+        mosaic_bus::host::bootlog::hold();
+    }
     init_logging(&level);
     for (step, errno) in &hardening.failed {
         tracing::warn!(step, errno, "hardening step failed");
@@ -165,7 +170,7 @@ fn main() -> ExitCode {
 /// each line itself) the timestamp is left out.
 fn init_logging(level: &str) {
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| mosaic_bus::host::bootlog::Writer)
         .with_target(false)
         .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::new(level));

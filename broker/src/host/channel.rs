@@ -89,6 +89,7 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
                     o.insert("id".into(), Value::from(id));
                 }
                 super::notify::booted(&rt.socket_path());
+                super::bootlog::release();
                 *slot = Some(rt);
                 drop(slot);
                 if send(&mut writer, &reply).is_err() {

@@ -2,6 +2,7 @@
 //! inherited socketpair fd (`--host-fd`) or a private control socket
 //! (`--control`). The first message boots; later ones are host ops.
 
+pub mod bootlog;
 pub mod channel;
 pub mod notify;
 pub mod ops;
