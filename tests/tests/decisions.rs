@@ -350,6 +350,14 @@ fn routing_is_fixed_at_raise() {
             "open",
         ),
         ("pm", json!({"action": "deploy"}), "gated", "human", "open"),
+        // a non-blocking role.revoke by a role that doesn't list it: the human's inbox
+        (
+            "qa",
+            json!({"action": "role.revoke", "target": "dev"}),
+            "gated",
+            "human",
+            "open",
+        ),
         // role.launch: within-role for launch.by, gated for anyone else
         (
             "pm",
@@ -944,6 +952,32 @@ fn launch_authority_and_host_refusals() {
         })
         .unwrap();
     assert_eq!(subject, None);
+    // Any other subject, of any type, or none, records null.
+    for other in [
+        json!(42),
+        json!(""),
+        json!({"task": "vikunja:3/41"}),
+        json!(null),
+    ] {
+        let r = e
+            .broker()
+            .op(json!({"op": "refuse", "cap": pm, "code": "spawn-failed", "subject": other}));
+        assert_eq!(r["ok"], json!(true), "{other}: {r}");
+        let ev = r["result"]["event"].as_str().unwrap().to_string();
+        let (subject, body): (Option<String>, String) = e
+            .db()
+            .query_row(
+                "SELECT subject, body FROM events WHERE id = ?1",
+                [&ev],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(subject, None, "{other}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            json!({"code": "spawn-failed"})
+        );
+    }
     let r = e
         .broker()
         .op(json!({"op": "refuse", "cap": pm, "code": "Not A Code"}));
@@ -1042,4 +1076,154 @@ fn authority_maps_may_name_only_routed_actions() {
     let (b, reply) = Broker::spawn(root.path(), config_with(root.path(), b));
     assert_eq!(reply["ok"], json!(true), "{reply}");
     b.close();
+}
+
+#[test]
+fn role_revoke_writes_its_evidence_and_frees_the_role() {
+    let mut e = Env::new();
+    let id = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
+    let r = e.resolve("pm", &id, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = e.call("dev", "role.revoke", json!({"role": "qa", "decision": id}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let ids = id.as_str().unwrap();
+    // One transaction wrote the three rows: the consumption by the revoking
+    // run, the action.allowed with the target as subject, and the revoke
+    // claim row naming the revoked run, the decision and who revoked.
+    let (by, run): (String, String) = e
+        .db()
+        .query_row(
+            "SELECT by, run FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+            [ids],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((by.as_str(), run.as_str()), ("dev-1", "dev-1"));
+    let event = r["result"]["event"].as_str().unwrap().to_string();
+    let (kind, erun, subject, body): (String, String, Option<String>, String) = e
+        .db()
+        .query_row(
+            "SELECT kind, run, subject, body FROM events WHERE id = ?1",
+            [&event],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!((kind.as_str(), erun.as_str()), ("action.allowed", "dev-1"));
+    assert_eq!(subject.as_deref(), Some("qa"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"action": "role.revoke", "class": "cross-role", "target": "qa", "decision": ids})
+    );
+    let claim: (String, String, Option<String>, Option<String>) = e
+        .db()
+        .query_row(
+            "SELECT run, op, decision, by FROM role_claims WHERE role = 'qa' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        claim,
+        (
+            "qa-1".into(),
+            "revoke".into(),
+            Some(ids.to_string()),
+            Some("dev-1".into())
+        )
+    );
+    // The revoked run no longer holds: it cannot release or act as the role.
+    assert_eq!(
+        err(&e.call("qa", "role.release", Value::Null)),
+        "not-holder"
+    );
+    // Its end then releases nothing.
+    let r = e.broker().op(json!({"op": "endLaunch",
+        "record": {"business": "acme", "run": "qa-1", "reason": "revoked"}}));
+    assert_eq!(r["result"]["released"], json!(false), "{r}");
+    // The role is free: a new run of it claims.
+    let mut p2 = sleeper();
+    let cap2 = e.broker().bind("qa", "qa-2", p2.id());
+    let r = e.broker().call(&cap2, "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let _ = p2.kill();
+    let _ = p2.wait();
+}
+
+#[test]
+fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
+    let mut b = business();
+    b["roles"]["pm"]["authority"]["withinRole"] =
+        json!(["message.send", "record.write", "role.end"]);
+    let e = Env::with(b);
+    let d = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
+    // Any other role sending a reason needs a decision.
+    assert_eq!(
+        err(&e.call(
+            "dev",
+            "role.revoke",
+            json!({"role": "qa", "reason": "stuck in a loop"})
+        )),
+        "decision-required"
+    );
+    // Both, or a malformed reason: invalid-request.
+    assert_eq!(
+        err(&e.call(
+            "dev",
+            "role.revoke",
+            json!({"role": "qa", "decision": d, "reason": "stuck"})
+        )),
+        "invalid-request"
+    );
+    for bad in [json!(""), json!(5), json!("x".repeat(501))] {
+        assert_eq!(
+            err(&e.call("dev", "role.revoke", json!({"role": "qa", "reason": bad}))),
+            "invalid-request",
+            "{bad}"
+        );
+    }
+    // The role.end holder's reason path needs the 3d schema: not built here.
+    assert_eq!(
+        err(&e.call(
+            "pm",
+            "role.revoke",
+            json!({"role": "qa", "reason": "stuck in a loop"})
+        )),
+        "not-implemented"
+    );
+    // Nothing was written: qa still holds its role.
+    let r = e.call("qa", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+}
+
+#[test]
+fn any_run_of_the_raising_instance_consumes_its_approval_once() {
+    let mut e = Env::new();
+    let id = e.raised("dev", json!({"target": MERGE_TARGET}))["id"].clone();
+    let r = e.resolve("pm", &id, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // dev-1 leaves; dev-2 holds the instance and uses the approval (row 136).
+    let r = e.call("dev", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
+        "not-holder"
+    );
+    let mut p2 = sleeper();
+    let cap2 = e.broker().bind("dev", "dev-2", p2.id());
+    let r = e.broker().call(&cap2, "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let op = json!({"op": "authorize", "cap": cap2, "action": "git.merge.protected",
+                    "target": MERGE_TARGET, "decision": id});
+    let r = e.broker().op(op.clone());
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(r["result"]["allowed"], json!(true));
+    assert!(r["result"]["event"].is_string(), "{r}");
+    assert_eq!(
+        r["result"].as_object().map(|o| o.len()),
+        Some(2),
+        "exactly {{allowed, event}}: {r}"
+    );
+    assert_eq!(err(&e.broker().op(op)), "decision-consumed");
+    let _ = p2.kill();
+    let _ = p2.wait();
 }

@@ -601,3 +601,56 @@ fn a_tampered_store_refuses_the_boot_and_is_kept_as_evidence() {
         }
     }
 }
+
+#[test]
+fn end_launch_records_what_it_released_and_a_changed_role_never_rebinds() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut p = sleeper();
+    let cap = b.bind("pm", "run-e", p.id());
+    // The same run under another (known) role is another launch.
+    let r = b.op(json!({"op": "bindLaunch", "record": launch("cto", "run-e", p.id())}));
+    assert_eq!(r, json!({"ok": false, "error": "launch-mismatch"}));
+    // Ending a run that never claimed: no claim to release, exitCode null.
+    let r = b.op(json!({"op": "endLaunch", "id": 3,
+                        "record": {"business": "acme", "run": "run-e", "reason": "spawn-failed"}}));
+    assert_eq!(
+        r,
+        json!({"ok": true, "id": 3, "result": {"business": "acme", "run": "run-e", "released": false}})
+    );
+    let trail = b.call(&b.reader_cap(), "trail", json!({"subject": "run-e"}));
+    let rows = trail["result"].as_array().unwrap();
+    let ended = rows.last().unwrap();
+    assert_eq!(ended["kind"], json!("session.ended"));
+    assert_eq!(ended["role"], json!("pm"));
+    assert_eq!(
+        ended["body"],
+        json!({"reason": "spawn-failed", "exitCode": null, "released": false})
+    );
+    assert!(
+        !rows.iter().any(|x| x["record"] == json!("claim")),
+        "no release row for a run that held nothing: {trail}"
+    );
+    assert_eq!(
+        b.call(&cap, "role.claim", json!(null)),
+        json!({"ok": false, "error": "unknown-capability"})
+    );
+    // A bad reason or an unknown key refuses and ends nothing.
+    let mut q = sleeper();
+    b.bind("cto", "run-f", q.id());
+    for rec in [
+        json!({"business": "acme", "run": "run-f", "reason": "Not An Id"}),
+        json!({"business": "acme", "run": "run-f", "reason": "done", "extra": 1}),
+        json!({"business": "acme", "run": "run-f"}),
+    ] {
+        let r = b.op(json!({"op": "endLaunch", "record": rec}));
+        assert_eq!(r, json!({"ok": false, "error": "invalid-request"}), "{rec}");
+    }
+    let r = b.op(json!({"op": "endLaunch", "record": {"business": "acme", "run": "run-f", "reason": "done", "exitCode": 137}}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    b.close();
+    for c in [&mut p, &mut q] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

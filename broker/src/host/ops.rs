@@ -138,7 +138,13 @@ fn authorize_launch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Co
 fn refuse(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
     let cap = take_str(&mut m, "cap")?;
     let code = take_str(&mut m, "code")?;
-    let subject = take_opt_str(&mut m, "subject")?;
+    // Only a task ref files the refusal on a trail; any other subject (of
+    // any JSON type, or none) records null, as the spec says, rather than
+    // refusing the host's evidence.
+    let subject = match m.remove("subject") {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
