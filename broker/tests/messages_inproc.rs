@@ -41,6 +41,9 @@ impl Env {
         Env::with_requirements(None)
     }
     fn with_requirements(req: Option<Value>) -> Env {
+        Env::build(biz("acme"), req)
+    }
+    fn build(acme: Value, req: Option<Value>) -> Env {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(
             dir.path(),
@@ -49,7 +52,7 @@ impl Env {
         .unwrap();
         let cfg = BootConfig::from_json(json!({
             "dataRoot": dir.path().to_str().unwrap(),
-            "businesses": {"acme": biz("acme"), "beta": biz("beta")},
+            "businesses": {"acme": acme, "beta": biz("beta")},
             "readers": ["acme"],
         }))
         .unwrap();
@@ -275,6 +278,72 @@ fn human_addresses_roles_only() {
         )
         .unwrap();
     assert_eq!(stored.as_deref(), Some(mine.as_str()));
+}
+
+/// 3i: "the definitions' messaging lists apply as for message.send". A
+/// sender that declares lists must name the recipient in `sendTo`, a
+/// recipient that declares them the sender in `receiveFrom` (by definition,
+/// or `human`); a refusal is `not-authorized` and writes nothing. The
+/// tester is outside the lists.
+#[test]
+fn messaging_lists_bind_message_send_when_declared() {
+    let mut acme = biz("acme");
+    acme["roles"]["pm"]["definition"] = json!("product");
+    acme["roles"]["pm"]["messaging"] =
+        json!({"sendTo": ["cto", "human"], "receiveFrom": ["cto", "human"]});
+    acme["roles"]["cto"]["messaging"] = json!({"sendTo": ["product"], "receiveFrom": ["product"]});
+    acme["roles"]["dev"]["authority"]["withinRole"] = json!(["message.send"]);
+    let mut e = Env::build(acme, None);
+    let (pm, cto, dev) = (
+        role("pm", "run-p"),
+        role("cto", "run-c"),
+        role("dev", "run-d"),
+    );
+    for r in [&pm, &cto, &dev] {
+        e.ok(r, "role.claim", Value::Null);
+    }
+    // Listed both ways.
+    e.ok(&pm, "message.send", json!({"to": "cto", "body": "plan"}));
+    e.ok(&cto, "message.send", json!({"to": "pm", "body": "ok"}));
+    e.ok(&pm, "message.send", json!({"to": "human", "body": "done"}));
+    e.ok(&human(), "message.send", json!({"to": "pm", "body": "go"}));
+    // dev declares no lists, but pm and cto only receive from their lists.
+    let before = e.counts();
+    for (from, to) in [(&dev, "pm"), (&dev, "cto")] {
+        assert_eq!(
+            e.call(from, "message.send", json!({"to": to, "body": "x"})),
+            Err(Code::NotAuthorized),
+            "dev -> {to}"
+        );
+    }
+    // pm's sendTo doesn't list dev; cto's lists don't name the human.
+    assert_eq!(
+        e.call(&pm, "message.send", json!({"to": "dev", "body": "x"})),
+        Err(Code::NotAuthorized)
+    );
+    assert_eq!(
+        e.call(&cto, "message.send", json!({"to": "human", "body": "x"})),
+        Err(Code::NotAuthorized)
+    );
+    assert_eq!(
+        e.call(&human(), "message.send", json!({"to": "cto", "body": "x"})),
+        Err(Code::NotAuthorized)
+    );
+    assert_eq!(e.counts(), before, "a refused send writes nothing");
+    // No lists on either side: anyone.
+    e.ok(&dev, "message.send", json!({"to": "human", "body": "hi"}));
+    e.ok(&human(), "message.send", json!({"to": "dev", "body": "hi"}));
+    // The tester is outside the lists both ways.
+    let t = e.ok(
+        &tester(),
+        "message.send",
+        json!({"to": "cto", "body": "[mos test] ping"}),
+    );
+    e.ok(
+        &cto,
+        "message.send",
+        json!({"to": "tester", "body": "pong", "in_reply_to": t["id"]}),
+    );
 }
 
 #[test]

@@ -113,6 +113,42 @@ pub fn route(business: &Business, raiser: &str, class: Class, domain: Option<Dom
     }
 }
 
+/// The name an address goes by in the messaging lists: `human` for the
+/// human, a role instance's definition (its instance key when it has none).
+/// `None` for an address that is neither.
+fn messaging_name<'a>(business: &'a Business, address: &'a str) -> Option<&'a str> {
+    if address == HUMAN {
+        return Some(HUMAN);
+    }
+    business
+        .roles
+        .get(address)
+        .map(|r| r.definition.as_deref().unwrap_or(address))
+}
+
+/// True when the role definitions' messaging lists let `from` message `to`
+/// (each the human or a role instance): a sender that declares lists must
+/// name the recipient in `sendTo`, and a recipient that declares lists must
+/// name the sender in `receiveFrom`, by definition (instance key without
+/// one) or `human`. A role without messaging lists sends to and receives
+/// from anyone; the human declares none.
+pub fn messaging_allowed(business: &Business, from: &str, to: &str) -> bool {
+    let (Some(from_name), Some(to_name)) =
+        (messaging_name(business, from), messaging_name(business, to))
+    else {
+        return false;
+    };
+    let sends = match business.roles.get(from).and_then(|r| r.send_to.as_ref()) {
+        Some(list) => list.iter().any(|x| x == to_name),
+        None => true,
+    };
+    let receives = match business.roles.get(to).and_then(|r| r.receive_from.as_ref()) {
+        Some(list) => list.iter().any(|x| x == from_name),
+        None => true,
+    };
+    sends && receives
+}
+
 /// True when the raiser may hear from whoever closes a decision routed to
 /// `routed_to` (row 133): with declared messaging lists, the raiser's
 /// `receiveFrom` must list the resolver's definition (its instance key when
@@ -126,15 +162,10 @@ pub fn close_route_allowed(business: &Business, raiser: &str, routed_to: &str) -
     let Some(list) = &r.receive_from else {
         return true;
     };
-    let sender = if routed_to == HUMAN {
-        HUMAN
-    } else {
-        match business.roles.get(routed_to) {
-            Some(x) => x.definition.as_deref().unwrap_or(routed_to),
-            None => return false,
-        }
-    };
-    list.iter().any(|x| x == sender)
+    match messaging_name(business, routed_to) {
+        Some(sender) => list.iter().any(|x| x == sender),
+        None => false,
+    }
 }
 
 /// The launch state from the kind of the business's latest
@@ -254,6 +285,48 @@ mod tests {
         ];
         for (raiser, to, ok) in table {
             assert_eq!(close_route_allowed(&b, raiser, to), ok, "{raiser} <- {to}");
+        }
+    }
+
+    #[test]
+    fn messaging_lists_bind_sender_and_recipient_when_declared() {
+        let b = Business::from_json(
+            "acme",
+            json!({
+                "id": "acme", "human": "Ada",
+                "arbiters": {"technical": "cto", "delivery": "pm"},
+                "roles": {
+                    "pm": {"definition": "product", "authority": {"withinRole": [], "crossRole": []},
+                           "messaging": {"sendTo": ["cto", "human"], "receiveFrom": ["cto", "human"]}},
+                    "cto": {"authority": {"withinRole": [], "crossRole": []}},
+                    "dev": {"authority": {"withinRole": [], "crossRole": []},
+                            "messaging": {"sendTo": ["product"], "receiveFrom": ["product"]}},
+                    "qa": {"authority": {"withinRole": [], "crossRole": []},
+                           "messaging": {"sendTo": [], "receiveFrom": []}}
+                }
+            }),
+        )
+        .expect("test business");
+        // (from, to, allowed)
+        let table = [
+            ("pm", "cto", true),     // listed both ways (cto declares none)
+            ("pm", "human", true),   // `human` in pm's sendTo
+            ("human", "pm", true),   // `human` in pm's receiveFrom
+            ("pm", "dev", false),    // dev isn't in pm's sendTo
+            ("dev", "pm", false),    // dev's definition-less key isn't in pm's receiveFrom
+            ("cto", "pm", true),     // cto declares none; pm receives from cto
+            ("cto", "dev", false),   // dev receives from `product` only
+            ("human", "dev", false), // nor from the human
+            ("dev", "human", false), // and sends to `product` only
+            ("cto", "human", true),  // no lists: anyone
+            ("human", "cto", true),
+            ("qa", "cto", false), // empty lists: no one
+            ("cto", "qa", false),
+            ("pm", "nobody", false),
+            ("nobody", "cto", false),
+        ];
+        for (from, to, ok) in table {
+            assert_eq!(messaging_allowed(&b, from, to), ok, "{from} -> {to}");
         }
     }
 

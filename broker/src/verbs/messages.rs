@@ -8,6 +8,7 @@ use super::Args;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
+use crate::policy::routing;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
 use serde_json::{json, Value};
@@ -115,6 +116,19 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
             if !is_role && to != HUMAN && to != TESTER {
                 return Err(Code::UnknownRole);
             }
+        }
+    }
+    // The role definitions' messaging lists, when declared, bind the human
+    // and the roles; the tester address and the tester's own messages are
+    // outside them (a PM test's sender, answered only in reply).
+    let sender = match caller {
+        Caller::Human { .. } => Some(HUMAN),
+        Caller::Role { role, .. } => Some(role.as_str()),
+        Caller::Tester { .. } | Caller::Reader { .. } => None,
+    };
+    if let Some(from) = sender {
+        if to != TESTER && !routing::messaging_allowed(biz, from, &to) {
+            return Err(Code::NotAuthorized);
         }
     }
 
