@@ -687,6 +687,74 @@ fn agent_state_working_waiting_idle_and_stranded() {
     );
 }
 
+/// Agent state's exact shapes: `stranded` is oldest first and at most 50,
+/// each `{id, from, run, at}`; `inputNeeded` items are exactly
+/// `{id, question, class, blocking, task_ref, at}`; `working` is
+/// `{messages, since}`.
+#[test]
+fn agent_state_shapes_and_the_stranded_cap() {
+    let mut e = Env::new();
+    let cto_a = role("cto", "run-a");
+    e.ok(&cto_a, "role.claim", Value::Null);
+    let sent: Vec<Value> = (0..52)
+        .map(|i| {
+            e.ok(
+                &human(),
+                "message.send",
+                json!({"to": "cto", "body": format!("m{i}")}),
+            )["id"]
+                .clone()
+        })
+        .collect();
+    let got = e.ok(&cto_a, "message.receive", Value::Null);
+    assert_eq!(got["messages"].as_array().unwrap().len(), 52);
+    e.ok(&cto_a, "role.release", Value::Null);
+    let cto_b = role("cto", "run-b");
+    e.ok(&cto_b, "role.claim", Value::Null);
+    let late = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "late"}),
+    );
+    let got_b = e.ok(&cto_b, "message.receive", Value::Null);
+    let d = e.raise("acme", "cto", "human", "gated");
+    let agents = e.ok(&reader(), "agents", Value::Null);
+    let cto = agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "cto")
+        .unwrap()
+        .clone();
+    let stranded = cto["stranded"].as_array().unwrap();
+    assert_eq!(stranded.len(), 50, "at most 50");
+    let ids: Vec<Value> = stranded.iter().map(|s| s["id"].clone()).collect();
+    assert_eq!(ids, sent[..50].to_vec(), "oldest first");
+    for (s, m) in stranded.iter().zip(got["messages"].as_array().unwrap()) {
+        assert_eq!(
+            s,
+            &json!({"id": m["id"], "from": "human", "run": "run-a", "at": m["delivered_at"]})
+        );
+    }
+    assert_eq!(
+        cto["working"],
+        json!({"messages": 1, "since": got_b["messages"][0]["delivered_at"]})
+    );
+    assert_eq!(got_b["messages"][0]["id"], late["id"]);
+    assert_eq!(cto["state"], json!("working"), "working wins over waiting");
+    let at: String = e
+        .core
+        .store
+        .conn()
+        .query_row("SELECT at FROM decisions WHERE id = ?1", [&d], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        cto["inputNeeded"],
+        json!([{"id": d, "question": "Ship?", "class": "gated", "blocking": false,
+                "task_ref": null, "at": at}])
+    );
+}
+
 #[test]
 fn human_inbox_and_messages_feed() {
     let mut e = Env::new();
