@@ -414,3 +414,101 @@ fn reads_write_nothing() {
     assert_eq!(inbox["messages"][0]["delivered_at"], Value::Null);
     e.b.close();
 }
+
+/// `event.emit`: a role's holder writes `action.allowed` routine
+/// observations, `{action:'routine', target?}` stamped with its identity;
+/// any other kind, action or key, or a string outside 1..=256 bytes, is
+/// `invalid-request` and writes nothing.
+#[test]
+fn event_emit_writes_routine_observations_only() {
+    let e = env_with(None);
+    e.ok(&e.pm, "role.claim", Value::Null);
+    let emit = |body: Value, subject: Option<&str>| {
+        let mut a = json!({"kind": "action.allowed", "body": body});
+        if let Some(s) = subject {
+            a["subject"] = json!(s);
+        }
+        a
+    };
+    let long = "x".repeat(257);
+    let max = "x".repeat(256);
+    let stored = |id: &Value| -> (String, Option<String>, String, String, Value) {
+        db(e.root.path())
+            .query_row(
+                "SELECT kind, subject, role, run, body FROM events WHERE id = ?1",
+                [id.as_str().unwrap()],
+                |r| {
+                    let body: String = r.get(4)?;
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        serde_json::from_str(&body).unwrap(),
+                    ))
+                },
+            )
+            .unwrap()
+    };
+
+    let r = e.ok(
+        &e.pm,
+        "event.emit",
+        emit(
+            json!({"action": "routine", "target": max}),
+            Some("vikunja:3/41"),
+        ),
+    );
+    assert!(r["at"].is_string(), "{r}");
+    assert_eq!(
+        stored(&r["event"]),
+        (
+            "action.allowed".into(),
+            Some("vikunja:3/41".into()),
+            "pm".into(),
+            "run-pm".into(),
+            json!({"action": "routine", "target": max})
+        )
+    );
+    let r = e.ok(
+        &e.pm,
+        "event.emit",
+        emit(json!({"action": "routine"}), None),
+    );
+    assert_eq!(stored(&r["event"]).1, None);
+    assert_eq!(stored(&r["event"]).4, json!({"action": "routine"}));
+
+    let before = row_counts(e.root.path());
+    for bad in [
+        emit(json!({"action": "routine", "target": long}), None),
+        emit(json!({"action": "routine"}), Some(&long)),
+        emit(json!({"action": "routine"}), Some("")),
+        emit(json!({"action": "routine", "target": ""}), None),
+        emit(json!({"action": "routine", "target": 7}), None),
+        emit(
+            json!({"action": "task.close", "target": "vikunja:3/41"}),
+            None,
+        ),
+        emit(json!({"action": "git.push.working", "commit": "abc"}), None),
+        json!({"kind": "action.refused", "body": {"action": "routine"}}),
+        json!({"kind": "review.verdict", "body": {"action": "routine"}}),
+        json!({"kind": "action.allowed", "body": "routine"}),
+    ] {
+        assert_eq!(
+            e.refused(&e.pm, "event.emit", bad.clone()),
+            "invalid-request",
+            "{bad}"
+        );
+    }
+    // A run that doesn't hold its role emits nothing.
+    assert_eq!(
+        e.refused(
+            &e.cto,
+            "event.emit",
+            emit(json!({"action": "routine"}), None)
+        ),
+        "not-holder"
+    );
+    assert_eq!(row_counts(e.root.path()), before);
+    e.b.close();
+}

@@ -12,7 +12,8 @@ const C1: &str = "1111111111111111111111111111111111111111";
 const C2: &str = "2222222222222222222222222222222222222222";
 const C3: &str = "3333333333333333333333333333333333333333";
 
-/// Roles claimed at start; `arch` is bound but only claimed when a test asks.
+/// Roles claimed at start; `arch` and `ops` are bound but only claimed when a
+/// test asks.
 const CLAIMED: [&str; 4] = ["pm", "cto", "dev", "qa"];
 
 fn business() -> Value {
@@ -27,7 +28,9 @@ fn business() -> Value {
                                                  "review.request", "task.close"],
                                   "crossRole": []}},
             "qa": {"authority": {"withinRole": [], "crossRole": ["review.verdict"]}},
-            "arch": {"authority": {"withinRole": ["review.verdict"], "crossRole": []}}
+            "arch": {"authority": {"withinRole": ["review.verdict"], "crossRole": []}},
+            "ops": {"authority": {"withinRole": [],
+                                  "crossRole": ["review.request", "task.close"]}}
         },
         "launch": {"by": "pm", "instances": ["cto", "dev", "qa", "arch"]},
         "projects": {"site": {"repo": "/srv/records/site"}}
@@ -49,7 +52,7 @@ fn env() -> Env {
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let mut caps = HashMap::new();
     let mut procs = Vec::new();
-    for r in ["pm", "cto", "dev", "qa", "arch"] {
+    for r in ["pm", "cto", "dev", "qa", "arch", "ops"] {
         let p = sleeper();
         caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
         procs.push(p);
@@ -123,6 +126,32 @@ impl Env {
             "SELECT count(*) FROM events WHERE kind = 'action.allowed'
              AND json_extract(body, '$.action') = 'task.close'",
         )
+    }
+    /// Raises a cross-role decision for `action` on the task as `role` and
+    /// has the delivery arbiter (pm) approve it; returns its id.
+    fn approved(&self, role: &str, action: &str) -> Value {
+        let d = self.ok(
+            role,
+            "decision.raise",
+            json!({"action": action, "question": "May I?", "target": TASK,
+                   "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+                   "recommendation": "yes", "blocking": false}),
+        );
+        let id = d["id"].clone();
+        self.ok("pm", "decision.resolve", json!({"id": id, "choice": "yes"}));
+        id
+    }
+    fn consumed(&self, decision: &Value) -> i64 {
+        db(self.root.path())
+            .query_row(
+                "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+                [decision.as_str().expect("decision id")],
+                |r| r.get(0),
+            )
+            .expect("count")
+    }
+    fn action_refused(&self) -> i64 {
+        self.count("SELECT count(*) FROM events WHERE kind = 'action.refused'")
     }
     /// The task's `action.refused` events as `(op, code)`.
     fn refusals(&self, task: &str) -> Vec<(String, String)> {
@@ -527,4 +556,174 @@ fn record_event_cannot_forge_review_or_push_evidence() {
     }
     // So a review request still has no push to name.
     assert_eq!(err(&e.request(C1, "cto")), "unknown-commit");
+}
+
+/// A decision cited for `review.request`, `review.verdict` or `task.close`
+/// is spent only by a call that succeeds: a later refusal in the same verb
+/// (`stale-commit`, `request-not-found`, `verdict-stale`) rolls the
+/// consumption back with the rest, and a second use is `decision-consumed`.
+#[test]
+fn a_cited_decision_is_spent_only_when_the_review_step_commits() {
+    let mut e = env();
+    e.ok("ops", "role.claim", Value::Null);
+    e.pushed(TASK, C1);
+    e.pushed(TASK, C2);
+
+    // review.request, cross-role for ops.
+    let d = e.approved("ops", "review.request");
+    let req =
+        |commit: &str| json!({"task_ref": TASK, "commit": commit, "to": "cto", "decision": d});
+    assert_eq!(e.refused("ops", "review.request", req(C1)), "stale-commit");
+    assert_eq!(
+        e.refused("ops", "review.request", req(C3)),
+        "unknown-commit"
+    );
+    assert_eq!(e.consumed(&d), 0);
+    let r = e.ok("ops", "review.request", req(C2));
+    assert_eq!(e.consumed(&d), 1);
+    let cited: Option<String> = db(e.root.path())
+        .query_row(
+            "SELECT decision FROM messages WHERE id = ?1",
+            [r["message"].as_str().expect("message id")],
+            |row| row.get(0),
+        )
+        .expect("REVIEW-REQUEST row");
+    assert_eq!(cited.as_deref(), d.as_str());
+    assert_eq!(
+        e.refused("ops", "review.request", req(C2)),
+        "decision-consumed"
+    );
+    // The REVIEW-RESULT goes back to ops, the requesting role.
+    let v = res(&e.verdict("cto", &r["request"], "approve")).clone();
+    let got = e.ok("ops", "message.receive", Value::Null);
+    let results: Vec<&Value> = got["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["class"] == json!("REVIEW-RESULT"))
+        .collect();
+    assert_eq!(results.len(), 1, "{got}");
+    assert_eq!(results[0]["id"], v["message"]);
+    assert_eq!(results[0]["in_reply_to"], r["message"]);
+
+    // review.verdict, cross-role for qa.
+    let to_qa = res(&e.request(C2, "qa")).clone();
+    let dv = e.approved("qa", "review.verdict");
+    let verdict = |request: &Value| {
+        json!({"task_ref": TASK, "request": request, "verdict": "approve", "body": "ok",
+               "decision": dv})
+    };
+    // cto's request is not addressed to qa.
+    assert_eq!(
+        e.refused("qa", "review.verdict", verdict(&r["request"])),
+        "request-not-found"
+    );
+    assert_eq!(e.consumed(&dv), 0);
+    let qv = e.ok("qa", "review.verdict", verdict(&to_qa["request"]));
+    assert_eq!(e.consumed(&dv), 1);
+    assert_eq!(qv["commit"], json!(C2));
+
+    // task.close, cross-role for ops: a stale verdict keeps the decision.
+    let dc = e.approved("ops", "task.close");
+    e.pushed(TASK, C3);
+    let close = |verdict: &Value| {
+        json!({"op": "authorize", "action": "task.close", "target": TASK,
+               "decision": dc, "verdict": verdict})
+    };
+    let stale = e.op("ops", close(&qv["verdict"]));
+    assert_eq!(err(&stale), "verdict-stale");
+    assert_eq!(e.consumed(&dc), 0);
+    assert_eq!(e.closes(), 0);
+    let fresh = res(&e.request(C3, "cto")).clone();
+    let ok = res(&e.verdict("cto", &fresh["request"], "approve")).clone();
+    let r = e.op("ops", close(&ok["verdict"]));
+    assert_eq!(res(&r)["allowed"], json!(true), "{r}");
+    assert_eq!(e.consumed(&dc), 1);
+    assert_eq!(e.closes(), 1);
+}
+
+/// The git socket's ops: what each refusal leaves, and what it doesn't.
+#[test]
+fn git_socket_refusals_record_against_the_run_and_only_then() {
+    let mut e = env();
+    e.pushed(TASK, C1);
+
+    // No run behind the capability: refused, nothing recorded.
+    let before = e.action_refused();
+    let reader = e.b.reader_cap();
+    for op in [
+        json!({"op": "checkPush", "cap": reader, "task_ref": TASK}),
+        json!({"op": "reviewFetch", "cap": reader, "args": {"task_ref": TASK, "request": "r"}}),
+    ] {
+        assert_eq!(err(&e.b.op(op.clone())), "read-only", "{op}");
+    }
+    let r =
+        e.b.op(json!({"op": "checkPush", "cap": "not-a-cap", "task_ref": TASK}));
+    assert_eq!(err(&r), "unknown-capability");
+    assert_eq!(e.action_refused(), before);
+
+    // A malformed push is refused and filed on the task it names.
+    let r = e.op(
+        "dev",
+        json!({"op": "recordPush", "push": {"task_ref": TASK, "project": "site",
+               "branch": "work/41", "ref": "refs/heads/work/41", "commit": C2,
+               "previous": C1, "force": true}}),
+    );
+    assert_eq!(err(&r), "invalid-request");
+    let r = e.op(
+        "dev",
+        json!({"op": "recordPush", "push": {"task_ref": TASK, "project": "site",
+               "branch": "work/41", "ref": "refs/heads/work/41", "previous": C1}}),
+    );
+    assert_eq!(err(&r), "invalid-request");
+    // A task ref that isn't one: refused, recorded with no subject.
+    let r = e.op("dev", json!({"op": "checkPush", "task_ref": "task-41"}));
+    assert_eq!(err(&r), "invalid-request");
+    let unfiled: (i64, Option<String>) = db(e.root.path())
+        .query_row(
+            "SELECT count(*), max(role) FROM events WHERE kind = 'action.refused'
+             AND subject IS NULL AND json_extract(body, '$.op') = 'checkPush'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("unfiled refusal");
+    assert_eq!(unfiled, (1, Some("dev".to_string())));
+
+    // reviewFetch by a reviewer whose run released its role.
+    let req = res(&e.request(C1, "cto")).clone();
+    e.ok("cto", "role.release", Value::Null);
+    let r = e.op(
+        "cto",
+        json!({"op": "reviewFetch", "args": {"task_ref": TASK, "request": req["request"]}}),
+    );
+    assert_eq!(err(&r), "not-holder");
+    assert_eq!(
+        e.refusals(TASK),
+        vec![
+            pair("recordPush", "invalid-request"),
+            pair("recordPush", "invalid-request"),
+            pair("reviewFetch", "not-holder"),
+        ]
+    );
+
+    // A later push names its previous commit, and becomes the latest.
+    let r = e.op(
+        "dev",
+        json!({"op": "recordPush", "push": {"task_ref": TASK, "project": "site",
+               "branch": "work/41", "ref": "refs/heads/work/41", "commit": C2,
+               "previous": C1}}),
+    );
+    let ev = res(&r)["event"].as_str().expect("event id").to_string();
+    let (subject, body): (String, String) = db(e.root.path())
+        .query_row(
+            "SELECT subject, body FROM events WHERE id = ?1 AND kind = 'action.allowed'",
+            [&ev],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("push record");
+    assert_eq!(subject, TASK);
+    let body: Value = serde_json::from_str(&body).expect("body");
+    assert_eq!(body["previous"], json!(C1));
+    assert_eq!(body["commit"], json!(C2));
+    assert_eq!(err(&e.request(C1, "arch")), "stale-commit");
 }
