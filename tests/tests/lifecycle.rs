@@ -654,3 +654,160 @@ fn end_launch_records_what_it_released_and_a_changed_role_never_rebinds() {
         let _ = c.wait();
     }
 }
+
+/// The boot config and business rules a host can get wrong, one config per
+/// case, each refused with its own code, exit 2 and `{"error":CODE}` as the
+/// whole of stderr; nothing of `bus/` is left behind but what the refused
+/// start found.
+#[test]
+fn config_and_business_rules_refuse_the_boot_with_their_code() {
+    let root = data_root();
+    let bad_requirements = root.path().join("requirements.json");
+    std::fs::write(
+        &bad_requirements,
+        br#"{"prd":"P","version":"1","requirements":[{"id":"REQ-1","title":"t"}]}"#,
+    )
+    .unwrap();
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        // 3i row 133: the business validator refuses an arbiter whose role
+        // definition declares messaging lists.
+        (
+            "arbiter with messaging lists",
+            Box::new(|c| {
+                c["businesses"]["acme"]["roles"]["cto"]["messaging"] =
+                    json!({"sendTo": ["pm"], "receiveFrom": ["pm"]});
+            }),
+            "invalid-business",
+        ),
+        // 3i row 152: launch.by can't be one of launch.instances.
+        (
+            "launch.instances lists launch.by",
+            Box::new(|c| {
+                c["businesses"]["acme"]["launch"]["instances"] = json!(["pm", "cto"]);
+            }),
+            "invalid-business",
+        ),
+        (
+            "launch.by not an instance",
+            Box::new(|c| {
+                c["businesses"]["acme"]["launch"]["by"] = json!("chief");
+            }),
+            "invalid-business",
+        ),
+        (
+            "hard wait cross-role",
+            Box::new(|c| {
+                c["businesses"]["acme"]["roles"]["dev"]["authority"]["crossRole"] =
+                    json!(["spend"]);
+            }),
+            "invalid-business",
+        ),
+        (
+            "delivery arbiter not an instance",
+            Box::new(|c| {
+                c["businesses"]["acme"]["arbiters"]["delivery"] = json!("nobody");
+            }),
+            "invalid-business",
+        ),
+        (
+            "messaging entry not a name",
+            Box::new(|c| {
+                c["businesses"]["acme"]["roles"]["dev"]["messaging"] =
+                    json!({"sendTo": ["Not A Name"], "receiveFrom": []});
+            }),
+            "invalid-business",
+        ),
+        (
+            "relative project repo",
+            Box::new(|c| {
+                c["businesses"]["acme"]["projects"] = json!({"site": {"repo": "records"}});
+            }),
+            "invalid-business",
+        ),
+        (
+            "reader of an unknown business",
+            Box::new(|c| {
+                c["readers"] = json!(["nobody"]);
+            }),
+            "unknown-business",
+        ),
+        (
+            "relative repoRoots entry",
+            Box::new(|c| {
+                c["repoRoots"] = json!(["repo"]);
+            }),
+            "invalid-config",
+        ),
+        (
+            "relative shim",
+            Box::new(|c| {
+                c["shims"] = json!({"human": "mosaic-human-cli", "tester": "/abs/t"});
+            }),
+            "invalid-config",
+        ),
+        (
+            "missing requirements file",
+            {
+                let p = root.path().join("nope.json");
+                Box::new(move |c| c["requirements"] = json!(p))
+            },
+            "invalid-requirements",
+        ),
+        (
+            "malformed requirements file",
+            {
+                let p = bad_requirements.clone();
+                Box::new(move |c| c["requirements"] = json!(p))
+            },
+            "invalid-requirements",
+        ),
+    ];
+    for (what, edit, code) in cases {
+        let mut cfg = config(root.path());
+        edit(&mut cfg);
+        eprintln!("case: {what}");
+        refused_with(root.path(), cfg, code);
+        assert!(!root.path().join("bus/writer.lock").exists(), "{what}");
+    }
+    // The boot message itself: no config, or a key beside it.
+    for first in [
+        json!({"op": "boot"}),
+        json!({"op": "boot", "config": config(root.path()), "extra": 1}),
+    ] {
+        let (mut b, reply) = Broker::spawn_with(root.path(), first.clone(), &[]);
+        assert_eq!(
+            reply,
+            json!({"ok": false, "error": "invalid-config"}),
+            "{first}"
+        );
+        assert_eq!(
+            b.wait(Duration::from_secs(10)).expect("exits").code(),
+            Some(2)
+        );
+        assert_eq!(b.stderr(), "{\"error\":\"invalid-config\"}\n");
+    }
+}
+
+/// "Empty maps grant no actions; missing maps refuse": an empty authority
+/// map (or one list left out) boots and grants nothing.
+#[test]
+fn an_empty_authority_map_boots_and_grants_nothing() {
+    let root = data_root();
+    let mut cfg = config(root.path());
+    cfg["businesses"]["acme"]["roles"]["dev"]["authority"] = json!({});
+    cfg["businesses"]["acme"]["roles"]["cto"]["authority"] =
+        json!({"withinRole": ["message.send"]});
+    let (mut b, reply) = Broker::spawn(root.path(), cfg);
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let dev = b.bind("dev", "run-dev", std::process::id());
+    assert_eq!(b.call(&dev, "role.claim", json!(null))["ok"], json!(true));
+    let r = b.call(&dev, "message.send", json!({"to": "pm", "body": "hi"}));
+    assert_eq!(err(&r), "decision-required", "{r}");
+    // The list that is there still grants.
+    let cto = b.bind("cto", "run-cto", std::process::id());
+    assert_eq!(b.call(&cto, "role.claim", json!(null))["ok"], json!(true));
+    let r = b.call(&cto, "message.send", json!({"to": "dev", "body": "hi"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    b.close();
+}

@@ -90,7 +90,10 @@ struct RawRole {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawAuthority {
+    // An empty map grants nothing: a list left out is an empty list.
+    #[serde(default)]
     within_role: Vec<String>,
+    #[serde(default)]
     cross_role: Vec<String>,
 }
 
@@ -221,7 +224,18 @@ impl Business {
                 None => (None, None),
             };
             let (send_to, receive_from) = match r.messaging {
-                Some(m) => (Some(m.send_to), Some(m.receive_from)),
+                Some(m) => {
+                    // Entries name role definitions (an instance key stands
+                    // for a role without one) or the human.
+                    if m.send_to
+                        .iter()
+                        .chain(&m.receive_from)
+                        .any(|n| n != "human" && !is_id(n))
+                    {
+                        return Err(Code::InvalidBusiness);
+                    }
+                    (Some(m.send_to), Some(m.receive_from))
+                }
                 None => (None, None),
             };
             roles.insert(
@@ -238,14 +252,22 @@ impl Business {
                 },
             );
         }
+        // 3i (row 133): "the business validator refuses an arbiter whose
+        // role definition declares messaging lists" (the close it sends is
+        // not checked again).
         for arb in [&raw.arbiters.technical, &raw.arbiters.delivery] {
-            if !roles.contains_key(arb.as_str()) {
-                return Err(Code::InvalidBusiness);
+            match roles.get(arb.as_str()) {
+                Some(r) if r.send_to.is_none() && r.receive_from.is_none() => {}
+                _ => return Err(Code::InvalidBusiness),
             }
         }
         let launch = match raw.launch {
             Some(l) => {
-                if !roles.contains_key(&l.by) || l.instances.iter().any(|i| !roles.contains_key(i))
+                // 3i (row 152): `instances` can't list `launch.by` itself.
+                if !roles.contains_key(&l.by)
+                    || l.instances
+                        .iter()
+                        .any(|i| !roles.contains_key(i) || *i == l.by)
                 {
                     return Err(Code::InvalidBusiness);
                 }
@@ -279,5 +301,356 @@ impl Business {
     /// `bus.tester` is exactly `true`.
     pub fn tester_on(&self) -> bool {
         self.vars.get("bus.tester") == Some(&serde_json::Value::Bool(true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// DESIGN.md's example business, made valid under 3i: the arbiters
+    /// declare no messaging lists, a third instance does.
+    fn base() -> Value {
+        json!({
+            "id": "acme", "human": "Ada",
+            "arbiters": {"technical": "cto", "delivery": "pm"},
+            "roles": {
+                "pm": {
+                    "definition": "pm",
+                    "authority": {"withinRole": ["message.send"], "crossRole": ["git.merge.protected"]},
+                    "credentials": {
+                        "gitea": {"file": "/abs/token", "rotateBy": "2027-03-01"},
+                        "vikunja": {"env": "ACME_PM_VIKUNJA", "expires": "2027-03-01", "bot": "acme-pm-bot"}
+                    },
+                    "tracker": {"bot": "acme-pm-bot"}
+                },
+                "cto": {"definition": "cto", "authority": {"withinRole": [], "crossRole": []}},
+                "dev": {"definition": "dev", "authority": {"withinRole": [], "crossRole": []},
+                        "messaging": {"sendTo": ["cto", "human"], "receiveFrom": ["pm", "human"]}}
+            },
+            "sync": {"vikunja": {"file": "/abs/sync-token", "expires": "2027-03-01", "bot": "acme-sync"}},
+            "launch": {"by": "pm", "instances": ["cto", "dev"]},
+            "vars": {"bus.tester": true},
+            "projects": {"site": {"repo": "/abs/records-repo"}}
+        })
+    }
+
+    fn set(v: &mut Value, path: &str, x: Value) {
+        let mut cur = v;
+        let keys: Vec<&str> = path.split('/').collect();
+        for k in &keys[..keys.len() - 1] {
+            cur = &mut cur[*k];
+        }
+        cur[keys[keys.len() - 1]] = x;
+    }
+
+    fn remove(v: &mut Value, path: &str) {
+        let (parent, key) = path.rsplit_once('/').unwrap_or(("", path));
+        let mut cur = v;
+        for k in parent.split('/').filter(|k| !k.is_empty()) {
+            cur = &mut cur[k];
+        }
+        cur.as_object_mut().expect("object").remove(key);
+    }
+
+    /// One business per case: (what, edit, accepted).
+    #[test]
+    fn business_rules_one_case_each() {
+        type Edit = fn(&mut Value);
+        let cases: &[(&str, Edit, bool)] = &[
+            ("the example", |_| {}, true),
+            // --- shape and identity
+            (
+                "unknown top-level key",
+                |b| set(b, "extra", json!(1)),
+                false,
+            ),
+            (
+                "id differs from its key",
+                |b| set(b, "id", json!("other")),
+                false,
+            ),
+            ("human empty", |b| set(b, "human", json!(" ")), false),
+            ("human missing", |b| remove(b, "human"), false),
+            ("roles empty", |b| set(b, "roles", json!({})), false),
+            (
+                "instance key not an id",
+                |b| set(b, "roles/Dev", json!({"authority": {}})),
+                false,
+            ),
+            (
+                "instance key human",
+                |b| set(b, "roles/human", json!({"authority": {}})),
+                false,
+            ),
+            (
+                "instance key tester",
+                |b| set(b, "roles/tester", json!({"authority": {}})),
+                false,
+            ),
+            (
+                "unknown role key",
+                |b| set(b, "roles/dev/surprise", json!(true)),
+                false,
+            ),
+            (
+                "definition not an id",
+                |b| set(b, "roles/dev/definition", json!("Dev X")),
+                false,
+            ),
+            // --- authority maps
+            (
+                "authority missing",
+                |b| remove(b, "roles/dev/authority"),
+                false,
+            ),
+            (
+                "authority null",
+                |b| set(b, "roles/dev/authority", Value::Null),
+                false,
+            ),
+            (
+                "empty authority map grants nothing",
+                |b| set(b, "roles/dev/authority", json!({})),
+                true,
+            ),
+            (
+                "one list left out",
+                |b| {
+                    set(
+                        b,
+                        "roles/dev/authority",
+                        json!({"withinRole": ["record.write"]}),
+                    )
+                },
+                true,
+            ),
+            (
+                "unknown authority key",
+                |b| set(b, "roles/dev/authority/gated", json!([])),
+                false,
+            ),
+            (
+                "hard wait within-role",
+                |b| set(b, "roles/dev/authority/withinRole", json!(["deploy"])),
+                false,
+            ),
+            (
+                "hard wait cross-role",
+                |b| {
+                    set(
+                        b,
+                        "roles/dev/authority/crossRole",
+                        json!(["git.push.protected"]),
+                    )
+                },
+                false,
+            ),
+            (
+                "action outside the vocabulary",
+                |b| set(b, "roles/dev/authority/withinRole", json!(["frobnicate"])),
+                false,
+            ),
+            (
+                "1.5 routable actions may be granted",
+                |b| {
+                    set(
+                        b,
+                        "roles/dev/authority/crossRole",
+                        json!([
+                            "git.merge.protected",
+                            "policy.change",
+                            "prd.approve",
+                            "role.revoke"
+                        ]),
+                    )
+                },
+                true,
+            ),
+            // --- arbiters
+            (
+                "technical arbiter not an instance",
+                |b| set(b, "arbiters/technical", json!("nobody")),
+                false,
+            ),
+            (
+                "delivery arbiter not an instance",
+                |b| set(b, "arbiters/delivery", json!("nobody")),
+                false,
+            ),
+            (
+                "arbiter human",
+                |b| set(b, "arbiters/delivery", json!("human")),
+                false,
+            ),
+            ("arbiters missing", |b| remove(b, "arbiters"), false),
+            (
+                "unknown arbiter key",
+                |b| set(b, "arbiters/legal", json!("pm")),
+                false,
+            ),
+            (
+                "arbiter declares messaging lists",
+                |b| {
+                    set(
+                        b,
+                        "roles/cto/messaging",
+                        json!({"sendTo": ["pm"], "receiveFrom": ["pm"]}),
+                    )
+                },
+                false,
+            ),
+            (
+                "arbiter declares empty messaging lists",
+                |b| {
+                    set(
+                        b,
+                        "roles/pm/messaging",
+                        json!({"sendTo": [], "receiveFrom": []}),
+                    )
+                },
+                false,
+            ),
+            // --- messaging
+            (
+                "messaging entry not a name",
+                |b| set(b, "roles/dev/messaging/sendTo", json!(["Not A Name"])),
+                false,
+            ),
+            (
+                "messaging entry not a string",
+                |b| set(b, "roles/dev/messaging/receiveFrom", json!([1])),
+                false,
+            ),
+            (
+                "unknown messaging key",
+                |b| set(b, "roles/dev/messaging/cc", json!([])),
+                false,
+            ),
+            // --- credentials
+            (
+                "credential with file and env",
+                |b| set(b, "roles/pm/credentials/gitea/env", json!("ACME_PM_GITEA")),
+                false,
+            ),
+            (
+                "credential with neither file nor env",
+                |b| remove(b, "roles/pm/credentials/gitea/file"),
+                false,
+            ),
+            (
+                "env name not upper snake",
+                |b| set(b, "roles/pm/credentials/vikunja/env", json!("acme-pm")),
+                false,
+            ),
+            (
+                "unknown service",
+                |b| set(b, "roles/pm/credentials/github", json!({"env": "X_Y"})),
+                false,
+            ),
+            (
+                "unknown credential key",
+                |b| set(b, "roles/pm/credentials/gitea/token", json!("x")),
+                false,
+            ),
+            (
+                "sync with a gitea credential",
+                |b| {
+                    set(
+                        b,
+                        "sync",
+                        json!({"gitea": {"file": "/abs/t", "rotateBy": "2027-03-01"}}),
+                    )
+                },
+                false,
+            ),
+            (
+                "tracker without bot",
+                |b| set(b, "roles/pm/tracker", json!({})),
+                false,
+            ),
+            // --- launch block
+            (
+                "launch.by not an instance",
+                |b| set(b, "launch/by", json!("chief")),
+                false,
+            ),
+            (
+                "launch.instances names no instance",
+                |b| set(b, "launch/instances", json!(["cto", "nobody"])),
+                false,
+            ),
+            (
+                "launch.instances lists launch.by",
+                |b| set(b, "launch/instances", json!(["pm", "cto"])),
+                false,
+            ),
+            (
+                "launch without instances",
+                |b| remove(b, "launch/instances"),
+                false,
+            ),
+            (
+                "unknown launch key",
+                |b| set(b, "launch/max", json!(3)),
+                false,
+            ),
+            // --- vars and projects
+            (
+                "vars not an object",
+                |b| set(b, "vars", json!(["bus.tester"])),
+                false,
+            ),
+            (
+                "project repo relative",
+                |b| set(b, "projects/site/repo", json!("records")),
+                false,
+            ),
+            (
+                "project key not an id",
+                |b| set(b, "projects/Site", json!({"repo": "/abs/r"})),
+                false,
+            ),
+            (
+                "unknown project key",
+                |b| set(b, "projects/site/branch", json!("main")),
+                false,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (what, edit, ok) in cases {
+            let mut b = base();
+            edit(&mut b);
+            let got = Business::from_json("acme", b).map(|_| ());
+            let want = if *ok {
+                Ok(())
+            } else {
+                Err(Code::InvalidBusiness)
+            };
+            if got != want {
+                wrong.push(format!("{what}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn bus_tester_is_on_only_when_exactly_true() {
+        for (v, on) in [
+            (json!(true), true),
+            (json!("true"), false),
+            (json!(1), false),
+        ] {
+            let mut b = base();
+            set(&mut b, "vars/bus.tester", v);
+            assert_eq!(
+                Business::from_json("acme", b).expect("valid").tester_on(),
+                on
+            );
+        }
+        let mut b = base();
+        remove(&mut b, "vars");
+        assert!(!Business::from_json("acme", b).expect("valid").tester_on());
     }
 }

@@ -197,3 +197,264 @@ pub fn is_reason(s: &str) -> bool {
             c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn business() -> Value {
+        json!({"id": "acme", "human": "Ada",
+               "arbiters": {"technical": "pm", "delivery": "pm"},
+               "roles": {"pm": {"authority": {"withinRole": [], "crossRole": []}}}})
+    }
+
+    fn launch() -> Value {
+        json!({"business": "acme", "role": "pm", "run": "run-1", "harness": "pi",
+               "pid": 4242, "startTime": 17})
+    }
+
+    fn base() -> Value {
+        json!({"dataRoot": "/abs/root", "businesses": {"acme": business()}})
+    }
+
+    /// One boot config per case: (what, edit, code or accepted).
+    #[test]
+    fn config_rules_one_case_each() {
+        type Edit = fn(&mut Value);
+        let ok: Option<Code> = None;
+        let cases: &[(&str, Edit, Option<Code>)] = &[
+            ("minimal", |_| {}, ok),
+            (
+                "every key",
+                |c| {
+                    c["launches"] = json!([launch()]);
+                    c["readers"] = json!(["acme"]);
+                    c["repoRoots"] = json!(["/abs/repo"]);
+                    c["requirements"] = json!("/abs/requirements.json");
+                    c["shims"] = json!({"human": "/abs/h", "tester": "/abs/t"});
+                },
+                ok,
+            ),
+            (
+                "no businesses at all is a config",
+                |c| c["businesses"] = json!({}),
+                ok,
+            ),
+            (
+                "unknown key",
+                |c| c["extra"] = json!(1),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "dataRoot missing",
+                |c| {
+                    c.as_object_mut().expect("object").remove("dataRoot");
+                },
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "dataRoot not a string",
+                |c| c["dataRoot"] = json!(7),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "dataRoot relative",
+                |c| c["dataRoot"] = json!("rel/root"),
+                Some(Code::DataRoot),
+            ),
+            (
+                "dataRoot empty",
+                |c| c["dataRoot"] = json!(""),
+                Some(Code::DataRoot),
+            ),
+            (
+                "businesses missing",
+                |c| {
+                    c.as_object_mut().expect("object").remove("businesses");
+                },
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "businesses a list",
+                |c| c["businesses"] = json!([business()]),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "a business not an object",
+                |c| c["businesses"]["acme"] = json!(1),
+                Some(Code::InvalidBusiness),
+            ),
+            (
+                "a business under another key",
+                |c| {
+                    c["businesses"] = json!({"other": business()});
+                },
+                Some(Code::InvalidBusiness),
+            ),
+            (
+                "launches not a list",
+                |c| c["launches"] = json!({}),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "a launch without pid",
+                |c| {
+                    let mut l = launch();
+                    l.as_object_mut().expect("object").remove("pid");
+                    c["launches"] = json!([l]);
+                },
+                Some(Code::InvalidLaunch),
+            ),
+            (
+                "a launch with an unknown key",
+                |c| {
+                    let mut l = launch();
+                    l["account"] = json!("x");
+                    c["launches"] = json!([l]);
+                },
+                Some(Code::InvalidLaunch),
+            ),
+            (
+                "a launch with a bad harness",
+                |c| {
+                    let mut l = launch();
+                    l["harness"] = json!("Claude Code");
+                    c["launches"] = json!([l]);
+                },
+                Some(Code::InvalidHarness),
+            ),
+            (
+                "readers name no business",
+                |c| c["readers"] = json!(["nobody"]),
+                Some(Code::UnknownBusiness),
+            ),
+            (
+                "readers not strings",
+                |c| c["readers"] = json!([1]),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "repoRoots relative",
+                |c| c["repoRoots"] = json!(["repo"]),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "requirements relative",
+                |c| c["requirements"] = json!("req.json"),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "shims relative",
+                |c| {
+                    c["shims"] = json!({"human": "h", "tester": "/abs/t"});
+                },
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "shims without tester",
+                |c| c["shims"] = json!({"human": "/abs/h"}),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "shims with an unknown key",
+                |c| {
+                    c["shims"] = json!({"human": "/abs/h", "tester": "/abs/t", "x": "/abs/x"});
+                },
+                Some(Code::InvalidConfig),
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (what, edit, want) in cases {
+            let mut c = base();
+            edit(&mut c);
+            let got = BootConfig::from_json(c).err();
+            if got != *want {
+                wrong.push(format!("{what}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// `{prd, version, requirements:[{id,title}]}`; a bad file refuses the
+    /// start with `invalid-requirements`.
+    #[test]
+    fn requirements_file_rules_one_case_each() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = json!({"prd": "PRD", "version": "1.6",
+                          "requirements": [{"id": "REQ-MSG-1", "title": "Messages"}]});
+        let cases: &[(&str, Option<Value>, bool)] = &[
+            ("good", Some(good.clone()), true),
+            (
+                "empty list",
+                Some(json!({"prd": "PRD", "version": "1", "requirements": []})),
+                true,
+            ),
+            ("missing file", None, false),
+            (
+                "missing prd",
+                Some(json!({"version": "1", "requirements": []})),
+                false,
+            ),
+            (
+                "missing requirements",
+                Some(json!({"prd": "PRD", "version": "1"})),
+                false,
+            ),
+            (
+                "unknown key",
+                Some(json!({"prd": "P", "version": "1", "requirements": [], "x": 1})),
+                false,
+            ),
+            (
+                "bad id",
+                Some(json!({"prd": "P", "version": "1",
+                                   "requirements": [{"id": "REQ-msg-1", "title": "t"}]})),
+                false,
+            ),
+            (
+                "id numbered from zero",
+                Some(json!({"prd": "P", "version": "1",
+                                   "requirements": [{"id": "REQ-MSG-0", "title": "t"}]})),
+                false,
+            ),
+            (
+                "duplicate id",
+                Some(json!({"prd": "P", "version": "1",
+                                   "requirements": [{"id": "REQ-A-1", "title": "t"},
+                                                    {"id": "REQ-A-1", "title": "u"}]})),
+                false,
+            ),
+            (
+                "empty title",
+                Some(json!({"prd": "P", "version": "1",
+                                   "requirements": [{"id": "REQ-A-1", "title": ""}]})),
+                false,
+            ),
+            (
+                "extra key in a requirement",
+                Some(json!({"prd": "P", "version": "1",
+                                   "requirements": [{"id": "REQ-A-1", "title": "t", "x": 1}]})),
+                false,
+            ),
+        ];
+        for (i, (what, body, ok)) in cases.iter().enumerate() {
+            let path = dir.path().join(format!("r{i}.json"));
+            if let Some(b) = body {
+                std::fs::write(&path, b.to_string()).expect("write");
+            }
+            let got = load_requirements(&path);
+            if *ok {
+                assert_eq!(got.as_ref().ok(), body.as_ref(), "{what}");
+            } else {
+                assert_eq!(got.err(), Some(Code::InvalidRequirements), "{what}");
+            }
+        }
+        let path = dir.path().join("not-json");
+        std::fs::write(&path, b"{prd").expect("write");
+        assert_eq!(
+            load_requirements(&path).err(),
+            Some(Code::InvalidRequirements)
+        );
+    }
+}

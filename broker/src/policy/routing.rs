@@ -290,11 +290,12 @@ mod tests {
 
     #[test]
     fn messaging_lists_bind_sender_and_recipient_when_declared() {
+        // cto arbitrates both domains: an arbiter may not declare lists.
         let b = Business::from_json(
             "acme",
             json!({
                 "id": "acme", "human": "Ada",
-                "arbiters": {"technical": "cto", "delivery": "pm"},
+                "arbiters": {"technical": "cto", "delivery": "cto"},
                 "roles": {
                     "pm": {"definition": "product", "authority": {"withinRole": [], "crossRole": []},
                            "messaging": {"sendTo": ["cto", "human"], "receiveFrom": ["cto", "human"]}},
