@@ -670,16 +670,6 @@ fn config_and_business_rules_refuse_the_boot_with_their_code() {
     .unwrap();
     type Edit = Box<dyn Fn(&mut serde_json::Value)>;
     let cases: Vec<(&str, Edit, &str)> = vec![
-        // 3i row 133: the business validator refuses an arbiter whose role
-        // definition declares messaging lists.
-        (
-            "arbiter with messaging lists",
-            Box::new(|c| {
-                c["businesses"]["acme"]["roles"]["cto"]["messaging"] =
-                    json!({"sendTo": ["pm"], "receiveFrom": ["pm"]});
-            }),
-            "invalid-business",
-        ),
         // 3i row 152: launch.by can't be one of launch.instances.
         (
             "launch.instances lists launch.by",
