@@ -168,6 +168,17 @@ fn tester() -> Caller {
         business: "acme".into(),
     }
 }
+/// The row of `role` in an `agents` reply.
+fn agent_row(agents: &Value, role: &str) -> Value {
+    agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == role)
+        .unwrap()
+        .clone()
+}
+
 fn reader() -> Caller {
     Caller::Reader {
         business: "acme".into(),
@@ -585,13 +596,7 @@ fn agent_state_working_waiting_idle_and_stranded() {
     let got = e.ok(&cto_a, "message.receive", Value::Null);
     assert_eq!(got["messages"].as_array().unwrap().len(), 2);
     let agents = e.ok(&human(), "agents", Value::Null);
-    let cto = agents
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "cto")
-        .unwrap()
-        .clone();
+    let cto = agent_row(&agents, "cto");
     assert_eq!(cto["state"], json!("working"));
     assert_eq!(cto["working"]["messages"], json!(2));
     assert_eq!(cto["working"]["since"], got["messages"][0]["delivered_at"]);
@@ -627,13 +632,7 @@ fn agent_state_working_waiting_idle_and_stranded() {
     let g = e.raise("acme", "cto", "human", "gated");
     let _not_cto = e.raise("acme", "pm", "human", "gated");
     let agents = e.ok(&reader(), "agents", Value::Null);
-    let cto = agents
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "cto")
-        .unwrap()
-        .clone();
+    let cto = agent_row(&agents, "cto");
     assert_eq!(cto["run"], json!("run-b"));
     assert_eq!(cto["op"], json!("claim"));
     assert_eq!(cto["state"], json!("waiting"));
@@ -654,13 +653,7 @@ fn agent_state_working_waiting_idle_and_stranded() {
     assert_eq!(cto["stranded"][0]["id"], m2["id"]);
     assert_eq!(cto["stranded"][0]["from"], json!("human"));
     assert_eq!(cto["stranded"][0]["run"], json!("run-a"));
-    let pm_row = agents
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "pm")
-        .unwrap()
-        .clone();
+    let pm_row = agent_row(&agents, "pm");
     assert_eq!(pm_row["state"], json!("waiting"));
     // A role session gets claim rows only.
     let own = e.ok(&pm, "agents", Value::Null);
@@ -672,13 +665,7 @@ fn agent_state_working_waiting_idle_and_stranded() {
     // Idle: nothing received unread, nothing routed to the human.
     e.ok(&role("dev", "run-d"), "role.claim", Value::Null);
     let listed = e.ok(&tester(), "agents", Value::Null);
-    let dev = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "dev")
-        .unwrap()
-        .clone();
+    let dev = agent_row(&listed, "dev");
     assert_eq!(dev["state"], json!("idle"));
     assert_eq!(
         (
@@ -722,13 +709,7 @@ fn agent_state_shapes_and_the_stranded_cap() {
     let got_b = e.ok(&cto_b, "message.receive", Value::Null);
     let d = e.raise("acme", "cto", "human", "gated");
     let agents = e.ok(&reader(), "agents", Value::Null);
-    let cto = agents
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "cto")
-        .unwrap()
-        .clone();
+    let cto = agent_row(&agents, "cto");
     let stranded = cto["stranded"].as_array().unwrap();
     assert_eq!(stranded.len(), 50, "at most 50");
     let ids: Vec<Value> = stranded.iter().map(|s| s["id"].clone()).collect();
