@@ -79,7 +79,7 @@ fn loaded_credentials_are_listed_without_secrets() {
         json!("unknown-role")
     );
     // A role session may not list credentials; a reader may not claim.
-    let mut p = sleeper();
+    let p = sleeper();
     let cap = b.bind("pm", "run-cred", p.id());
     assert_eq!(
         b.call(&cap, "credentials", Value::Null)["error"],
@@ -182,8 +182,6 @@ fn loaded_credentials_are_listed_without_secrets() {
             "{secret} in the store"
         );
     }
-    let _ = p.kill();
-    let _ = p.wait();
 }
 
 #[test]
@@ -610,7 +608,7 @@ fn tokens_are_read_once_and_checked_in_every_read_reply() {
     // token is still the known one, the new one is not.
     const ROTATED: &str = "rotated-gitea-token-0000000000";
     std::fs::write(&g, ROTATED).unwrap();
-    let mut p = sleeper();
+    let p = sleeper();
     let cap = b.bind("pm", "run-rot", p.id());
     assert_eq!(b.call(&cap, "role.claim", Value::Null)["ok"], json!(true));
     assert_eq!(
@@ -660,6 +658,4 @@ fn tokens_are_read_once_and_checked_in_every_read_reply() {
             "{secret} in the store"
         );
     }
-    let _ = p.kill();
-    let _ = p.wait();
 }

@@ -1141,12 +1141,10 @@ fn role_revoke_writes_its_evidence_and_frees_the_role() {
         "record": {"business": "acme", "run": "qa-1", "reason": "revoked"}}));
     assert_eq!(r["result"]["released"], json!(false), "{r}");
     // The role is free: a new run of it claims.
-    let mut p2 = sleeper();
+    let p2 = sleeper();
     let cap2 = e.broker().bind("qa", "qa-2", p2.id());
     let r = e.broker().call(&cap2, "role.claim", Value::Null);
     assert_eq!(r["ok"], json!(true), "{r}");
-    let _ = p2.kill();
-    let _ = p2.wait();
 }
 
 #[test]
@@ -1208,7 +1206,7 @@ fn any_run_of_the_raising_instance_consumes_its_approval_once() {
         err(&e.authorize("dev", "git.merge.protected", Some(MERGE_TARGET), Some(&id))),
         "not-holder"
     );
-    let mut p2 = sleeper();
+    let p2 = sleeper();
     let cap2 = e.broker().bind("dev", "dev-2", p2.id());
     let r = e.broker().call(&cap2, "role.claim", Value::Null);
     assert_eq!(r["ok"], json!(true), "{r}");
@@ -1224,6 +1222,4 @@ fn any_run_of_the_raising_instance_consumes_its_approval_once() {
         "exactly {{allowed, event}}: {r}"
     );
     assert_eq!(err(&e.broker().op(op)), "decision-consumed");
-    let _ = p2.kill();
-    let _ = p2.wait();
 }

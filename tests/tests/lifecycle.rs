@@ -202,7 +202,7 @@ fn a_running_broker_holds_the_lock() {
 fn sigkill_leaves_the_lock_until_an_operator_removes_it() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut run = sleeper();
+    let run = sleeper();
     let cap = b.bind("pm", "run-1", run.id());
     let r = b.call(&cap, "role.claim", json!(null));
     assert_eq!(r["ok"], json!(true), "{r}");
@@ -236,8 +236,6 @@ fn sigkill_leaves_the_lock_until_an_operator_removes_it() {
     let again = b3.call(&cap, "role.claim", json!(null));
     assert_eq!(again["error"], json!("role-held"));
     b3.close();
-    let _ = run.kill();
-    let _ = run.wait();
 }
 
 #[test]
@@ -282,8 +280,8 @@ fn try_call(socket: &std::path::Path, line: &[u8]) -> Option<serde_json::Value> 
 fn every_answered_send_survives_a_kill_in_the_middle_of_group_commits() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut pm_run = sleeper();
-    let mut cto_run = sleeper();
+    let pm_run = sleeper();
+    let cto_run = sleeper();
     let pm = b.bind("pm", "run-pm", pm_run.id());
     let cto = b.bind("cto", "run-cto", cto_run.id());
     for cap in [&pm, &cto] {
@@ -348,10 +346,6 @@ fn every_answered_send_survives_a_kill_in_the_middle_of_group_commits() {
     let _ = std::fs::remove_file(root.path().join("bus/bus.sock"));
     let b2 = Broker::start(root.path());
     b2.close();
-    for run in [&mut pm_run, &mut cto_run] {
-        let _ = run.kill();
-        let _ = run.wait();
-    }
 }
 
 /// Boots with `cfg` and expects the refusal `code`: the host's reply, exit 2,
@@ -606,7 +600,7 @@ fn a_tampered_store_refuses_the_boot_and_is_kept_as_evidence() {
 fn end_launch_records_what_it_released_and_a_changed_role_never_rebinds() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut p = sleeper();
+    let p = sleeper();
     let cap = b.bind("pm", "run-e", p.id());
     // The same run under another (known) role is another launch.
     let r = b.op(json!({"op": "bindLaunch", "record": launch("cto", "run-e", p.id())}));
@@ -636,7 +630,7 @@ fn end_launch_records_what_it_released_and_a_changed_role_never_rebinds() {
         json!({"ok": false, "error": "unknown-capability"})
     );
     // A bad reason or an unknown key refuses and ends nothing.
-    let mut q = sleeper();
+    let q = sleeper();
     b.bind("cto", "run-f", q.id());
     for rec in [
         json!({"business": "acme", "run": "run-f", "reason": "Not An Id"}),
@@ -649,10 +643,6 @@ fn end_launch_records_what_it_released_and_a_changed_role_never_rebinds() {
     let r = b.op(json!({"op": "endLaunch", "record": {"business": "acme", "run": "run-f", "reason": "done", "exitCode": 137}}));
     assert_eq!(r["ok"], json!(true), "{r}");
     b.close();
-    for c in [&mut p, &mut q] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }
 
 /// The boot config and business rules a host can get wrong, one config per

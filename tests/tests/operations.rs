@@ -188,7 +188,7 @@ fn control_mode_crash_needs_the_operator_procedure_then_serves_the_old_data() {
     let root = data_root();
     let lock = root.path().join("bus/writer.lock");
     let sock = root.path().join("bus/bus.sock");
-    let mut run = sleeper();
+    let run = sleeper();
 
     let mut c = Control::spawn(&[], &[]);
     c.next_notify();
@@ -252,8 +252,6 @@ fn control_mode_crash_needs_the_operator_procedure_then_serves_the_old_data() {
     assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
     assert_eq!(c2.wait(Duration::from_secs(15)), Some(0));
     assert!(!lock.exists());
-    let _ = run.kill();
-    let _ = run.wait();
 }
 
 #[test]
@@ -468,7 +466,7 @@ fn online_backup(src: &Path, dst: &Path) {
 fn a_live_backup_boots_in_a_new_root_with_the_evidence() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut run = sleeper();
+    let run = sleeper();
     let cap = b.bind("pm", "run-bk", run.id());
     assert_eq!(b.call(&cap, "role.claim", Value::Null)["ok"], json!(true));
     let emit =
@@ -505,8 +503,6 @@ fn a_live_backup_boots_in_a_new_root_with_the_evidence() {
     );
     b2.close();
     b.close();
-    let _ = run.kill();
-    let _ = run.wait();
 }
 
 #[test]

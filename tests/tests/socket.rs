@@ -267,8 +267,8 @@ fn fuzzed_frames_never_crash_or_hang_the_broker() {
 fn claim_release_emit_and_trail() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut p1 = sleeper();
-    let mut p2 = sleeper();
+    let p1 = sleeper();
+    let p2 = sleeper();
     let pm1 = b.bind("pm", "run-pm-1", p1.id());
     let pm2 = b.bind("pm", "run-pm-2", p2.id());
     let reader = b.reader_cap();
@@ -387,17 +387,13 @@ fn claim_release_emit_and_trail() {
     );
 
     b.close();
-    for p in [&mut p1, &mut p2] {
-        let _ = p.kill();
-        let _ = p.wait();
-    }
 }
 
 #[test]
 fn launches_bind_rebind_and_end() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut p = sleeper();
+    let p = sleeper();
     let pid = p.id();
     let rec = launch("cto", "run-c", pid);
 
@@ -519,14 +515,12 @@ fn launches_bind_rebind_and_end() {
         "a rebind does not append a second session.launched"
     );
     b.close();
-    let _ = p.kill();
-    let _ = p.wait();
 }
 
 #[test]
 fn boot_launches_get_capabilities_and_logs_never_show_them() {
     let root = data_root();
-    let mut p = sleeper();
+    let p = sleeper();
     let mut cfg = config(root.path());
     cfg["launches"] = json!([launch("pm", "run-boot", p.id())]);
     let (mut b, reply) = Broker::spawn(root.path(), cfg);
@@ -557,8 +551,6 @@ fn boot_launches_get_capabilities_and_logs_never_show_them() {
             "capability in the store"
         );
     }
-    let _ = p.kill();
-    let _ = p.wait();
 }
 
 #[test]
@@ -567,7 +559,7 @@ fn rust_client_and_views() {
     use mosaic_bus::views::views;
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let mut p = sleeper();
+    let p = sleeper();
     let cap = b.bind("pm", "run-x", p.id());
     let c = Client::new(&b.socket, cap.clone());
     assert!(!format!("{c:?}").contains(&cap));
@@ -600,6 +592,4 @@ fn rust_client_and_views() {
         c.call("role.release", Value::Null).unwrap_err().code,
         "outcome-unknown"
     );
-    let _ = p.kill();
-    let _ = p.wait();
 }
