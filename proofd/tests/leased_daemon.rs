@@ -316,6 +316,24 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
+/// True when the test runs as root; otherwise says the test is skipped
+/// and why (`needs root to …`).
+fn root_or_skip(why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        println!("skipped: needs root to {why}");
+    }
+    root
+}
+
+/// A private directory owned by the unprivileged user 65534 (needs root).
+fn nobody_dir() -> TempDir {
+    let dir = TempDir::new();
+    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    dir
+}
+
 /// Wait for a daemon that should refuse to start: (exit code, stderr).
 fn wait_refused(mut child: Child) -> (Option<i32>, String) {
     let until = Instant::now() + Duration::from_secs(10);
@@ -1046,7 +1064,7 @@ fn startup_refusals() {
 
     if unsafe { libc::geteuid() } == 0 {
         write_state(&state, &valid_state(&[]).to_string(), 0o600);
-        std::os::unix::fs::chown(&state, Some(65534), None).unwrap();
+        std::os::unix::fs::chown(&state, Some(NOBODY), None).unwrap();
         assert_eq!(startup_code(&dir, &state), "state-owner");
     }
     std::fs::remove_file(&state).unwrap();
@@ -1379,13 +1397,11 @@ fn private_mounts() -> std::io::Result<()> {
 /// mount procfs and change user); skipped otherwise.
 #[test]
 fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root to mount procfs hidepid=1 and run the daemon as 65534");
+    if !root_or_skip("mount procfs hidepid=1 and run the daemon as 65534") {
         return;
     }
     use std::os::unix::process::CommandExt;
-    let dir = TempDir::new();
-    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    let dir = nobody_dir();
     // A live anchor the daemon can read: a process of the daemon's user,
     // with a session for it in the state file.
     let mut anchor = Command::new("sleep")
@@ -1499,8 +1515,7 @@ fn no_os_randomness_is_internal_and_changes_nothing() {
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        if unsafe { libc::geteuid() } != 0 {
-            println!("skipped: needs root to mount a tmpfs over /dev");
+        if !root_or_skip("mount a tmpfs over /dev") {
             return;
         }
         let dir = TempDir::new();
@@ -1582,8 +1597,7 @@ fn a_state_path_that_cannot_be_opened_is_state_unreadable() {
 /// mount; skipped otherwise.
 #[test]
 fn a_state_file_that_opens_but_cannot_be_read_is_state_unreadable() {
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root to bind-mount over the state file");
+    if !root_or_skip("bind-mount over the state file") {
         return;
     }
     use std::os::unix::ffi::OsStrExt;
@@ -1656,13 +1670,11 @@ fn a_socket_path_that_cannot_be_bound_is_socket_bind_failed() {
 /// and stays as it was. Needs root to change user; skipped otherwise.
 #[test]
 fn a_socket_directory_the_daemon_may_not_write_is_socket_bind_failed() {
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: needs root to run the daemon as 65534");
+    if !root_or_skip("run the daemon as 65534") {
         return;
     }
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let dir = TempDir::new();
-    std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
+    let dir = nobody_dir();
     let state = dir.path("state.json");
     let text = valid_state(&[(10, 5)]).to_string();
     write_state(&state, &text, 0o600);
