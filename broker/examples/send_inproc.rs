@@ -59,6 +59,15 @@ fn main() {
                 .expect("drop trigger");
         }
     }
+    // Experiments only: drop the named indexes to see what they cost.
+    if let Ok(names) = std::env::var("DROP_INDEXES") {
+        for i in names.split(',').filter(|i| !i.is_empty()) {
+            core.store
+                .conn()
+                .execute_batch(&format!("DROP INDEX {i}"))
+                .expect("drop index");
+        }
+    }
     let mut lat = Vec::with_capacity(n);
     let t0 = Instant::now();
     match mode.as_str() {

@@ -11,9 +11,10 @@
 //! messages. The floors and the figures judged against them, and the
 //! full-store and empty-store sends, run in three interleaved rounds (the
 //! disk's fsync time drifts); those ratios are medians. Each round also
-//! measures two bounds: the socket floor at 32 clients, and the writer alone
+//! measures three bounds: the socket floor at 32 clients, the writer alone
 //! (`message.send` in this process straight on a `Core`, see
-//! [`writer_alone`]). Run it release-built:
+//! [`writer_alone`]), and the spec minimum (only the two evidence rows a
+//! send must write, see [`spec_minimum`]). Run it release-built:
 //!
 //! ```sh
 //! cargo build --release --workspace --bins && target/release/mosaic-bench
@@ -243,6 +244,80 @@ fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
     drop(core);
     drop(bus);
     summary(lat, wall)
+}
+
+/// The least any broker that keeps this spec's evidence must write for one
+/// agent `message.send`: the message row and its `action.allowed` event
+/// row, each keyed by a unique id, with no secondary index, no trigger, no
+/// savepoint and no verb logic around them, `batch` sends per
+/// FULL-synchronous commit into a settled WAL, on a bare connection in this
+/// process. It is a bound for any implementation on this host, not a
+/// figure of this broker's.
+fn spec_minimum(dir: &Path, batch: usize, n: usize) -> Value {
+    let path = dir.join("minimum.sqlite");
+    let c = Connection::open(&path).unwrap_or_else(|_| die("open minimum db"));
+    if c.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+             CREATE TABLE events(seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+               business TEXT NOT NULL, kind TEXT NOT NULL, role TEXT, run TEXT,
+               subject TEXT, body TEXT NOT NULL, at TEXT NOT NULL);
+             CREATE TABLE messages(seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+               business TEXT NOT NULL, from_role TEXT NOT NULL, from_run TEXT NOT NULL,
+               to_role TEXT NOT NULL, class TEXT NOT NULL, body TEXT NOT NULL,
+               request TEXT, at TEXT NOT NULL);",
+    )
+    .is_err()
+    {
+        die("minimum schema");
+    }
+    let wal = path.with_file_name("minimum.sqlite-wal");
+    let sends = |from: usize, count: usize| -> f64 {
+        let t = Instant::now();
+        let ok = (|| -> rusqlite::Result<()> {
+            c.execute_batch("BEGIN")?;
+            let mut ev = c.prepare_cached(
+                "INSERT INTO events(id, business, kind, role, run, subject, body, at)
+                 VALUES (?1, 'acme', 'action.allowed', 'r1', 'run-1', 'r0', ?2, ?3)",
+            )?;
+            let mut msg = c.prepare_cached(
+                "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+                 VALUES (?1, 'acme', 'r1', 'run-1', 'r0', 'INFO', ?2, ?3)",
+            )?;
+            for i in from..from + count {
+                let id = mosaic_bus::ids::uuid();
+                let at = format!(
+                    "2030-01-01T{:02}:{:02}:{:02}.{:03}Z",
+                    (i / 3_600_000) % 24,
+                    (i / 60_000) % 60,
+                    (i / 1000) % 60,
+                    i % 1000
+                );
+                let body = format!(r#"{{"action":"message.send","target":"r0","message":"{id}"}}"#);
+                ev.execute(params![mosaic_bus::ids::uuid(), body, at])?;
+                msg.execute(params![id, format!("w-{i}"), at])?;
+            }
+            c.execute_batch("COMMIT")
+        })();
+        if ok.is_err() {
+            die("minimum send");
+        }
+        t.elapsed().as_secs_f64() * 1e6
+    };
+    let mut done = 0;
+    until_settled(&wal, || {
+        for _ in 0..50 {
+            sends(done, batch);
+            done += batch;
+        }
+    });
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    while lat.len() < n {
+        let per_send = sends(done, batch) / batch as f64;
+        done += batch;
+        lat.extend(std::iter::repeat_n(per_send, batch));
+    }
+    summary(lat, t0.elapsed())
 }
 
 struct Broker {
@@ -629,6 +704,8 @@ fn main() {
         let many = send_load(&b, 32, per);
         let alone_1 = writer_alone(&mk(&format!("alone1-{r}")), 1, 1000);
         let alone_32 = writer_alone(&mk(&format!("alone32-{r}")), 32, 32 * per);
+        let minimum_1 = spec_minimum(&mk(&format!("minimum1-{r}")), 1, 1000);
+        let minimum_32 = spec_minimum(&mk(&format!("minimum32-{r}")), 32, 32 * per);
         let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
         rounds.push(json!({
             "socket": socket, "socket_32": socket_32, "commit": commit, "commit_fresh_wal": fresh,
@@ -637,6 +714,10 @@ fn main() {
             "writer_alone_1_plus_socket_vs_floors":
                 (f(&alone_1, "p50_us") + f(&socket, "p50_us")) / (f(&socket, "p50_us") + f(&commit, "p50_us")),
             "writer_alone_32_vs_commit": f(&alone_32, "per_sec") / f(&commit, "per_sec"),
+            "spec_minimum_1": minimum_1, "spec_minimum_32": minimum_32,
+            "spec_minimum_1_plus_socket_vs_floors":
+                (f(&minimum_1, "p50_us") + f(&socket, "p50_us")) / (f(&socket, "p50_us") + f(&commit, "p50_us")),
+            "spec_minimum_32_vs_commit": f(&minimum_32, "per_sec") / f(&commit, "per_sec"),
             "send_p50_vs_floors": f(&one, "p50_us") / (f(&socket, "p50_us") + f(&commit, "p50_us")),
             "send_32_vs_commit": f(&many, "per_sec") / f(&commit, "per_sec"),
             "socket_32_vs_commit": f(&socket_32, "per_sec") / f(&commit, "per_sec"),
@@ -654,6 +735,10 @@ fn main() {
     let (alone_one, alone_many) = (
         median("writer_alone_1_plus_socket_vs_floors"),
         median("writer_alone_32_vs_commit"),
+    );
+    let (minimum_one, minimum_many) = (
+        median("spec_minimum_1_plus_socket_vs_floors"),
+        median("spec_minimum_32_vs_commit"),
     );
     let (fresh_one, fresh_many) = (
         median("send_p50_vs_floors_fresh_wal"),
@@ -705,6 +790,8 @@ fn main() {
             "socket_floor_32_throughput_vs_commit_floor, median of 3 rounds (this host's ceiling for the one above)": ceiling_many,
             "bounds from the writer alone, in process (what the two goals above would read if the socket side cost nothing more than its floor)": {
                 "send_p50_vs_floors": alone_one, "send_32_throughput_vs_commit_floor": alone_many},
+            "bounds for any broker keeping this spec's evidence (two id-keyed rows per send, nothing else), in process": {
+                "send_p50_vs_floors": minimum_one, "send_32_throughput_vs_commit_floor": minimum_many},
             "the same two against a fresh-WAL commit floor (how the floor was measured before; flatters the broker)": {
                 "send_p50_vs_floors": fresh_one, "send_32_throughput_vs_commit_floor": fresh_many},
             "send_p50_full_vs_empty, median of 3 rounds (goal <= 1.2)": flat_ratio,
