@@ -1,4 +1,5 @@
-//! Random identifiers: capabilities (256-bit, base64url) and record ids (UUID v7).
+//! Identifiers: the random ones made here (capabilities, 256-bit base64url;
+//! record ids, UUID v7) and the task refs recognised here.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -79,6 +80,21 @@ pub fn is_uuid(s: &str) -> bool {
         })
 }
 
+/// A task ref, the one form every path accepts: `vikunja:<project>/<task>`,
+/// both decimal ids of 1 to 18 digits (`vikunja:3/41`). The task tracker
+/// is Vikunja; the sync records its tasks under this form and every verb,
+/// host op and trail looks them up by it.
+pub fn is_task_ref(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("vikunja:") else {
+        return false;
+    };
+    let Some((project, task)) = rest.split_once('/') else {
+        return false;
+    };
+    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.bytes().all(|b| b.is_ascii_digit());
+    digits(project) && digits(task)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -98,5 +114,29 @@ mod tests {
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
         let ms = i64::from_str_radix(&a[..13].replace('-', ""), 16).unwrap();
         assert!((before..=after).contains(&ms), "{a}: {before}..={after}");
+    }
+
+    #[test]
+    fn task_refs() {
+        for ok in ["vikunja:3/41", "vikunja:12/1", "vikunja:0/0"] {
+            assert!(super::is_task_ref(ok), "{ok}");
+        }
+        for bad in [
+            "vikunja:3",
+            "vikunja:/41",
+            "vikunja:3/",
+            "vikunja:a/1",
+            "vikunja:3/4a",
+            "vikunja:3/41/2",
+            "vikunja:1234567890123456789/1",
+            "Vikunja:3/41",
+            "jira:3/41",
+            "gitea:3/41",
+            ":3/41",
+            "3/41",
+            "",
+        ] {
+            assert!(!super::is_task_ref(bad), "{bad}");
+        }
     }
 }

@@ -263,6 +263,12 @@ fn record_task_and_record_event_feed_tasks_state_and_trail() {
             json!({"op": "recordTask", "business": "acme", "task_ref": "task-44", "read_at": "2026-03-01T10:00:00.000Z", "fields": {}}),
             "invalid-request",
         ),
+        // One task-ref form on every path: a snapshot under another tracker's
+        // name could never be reviewed, pushed or refused against.
+        (
+            json!({"op": "recordTask", "business": "acme", "task_ref": "jira:3/44", "read_at": "2026-03-01T10:00:00.000Z", "fields": {}}),
+            "invalid-request",
+        ),
         (
             json!({"op": "recordTask", "business": "other", "task_ref": "vikunja:3/44", "read_at": "2026-03-01T10:00:00.000Z", "fields": {}}),
             "unknown-business",

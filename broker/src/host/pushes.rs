@@ -5,10 +5,10 @@
 
 use crate::core::Core;
 use crate::error::Code;
+use crate::ids::is_task_ref;
 use crate::store::decisions as auth;
 use crate::store::evidence::{self, Actor};
 use crate::store::reviews;
-use crate::verbs::decisions::is_task_ref;
 use crate::verbs::launch::{record_refusal, role_of};
 use crate::verbs::reviews::is_reviewer;
 use serde_json::{json, Map, Value};

@@ -3,6 +3,7 @@
 
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::ids;
 use crate::store::clock;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
@@ -126,22 +127,6 @@ pub fn record_event_as(
     }
 }
 
-/// `vikunja:3/41`: a lowercase service, a project id and a task id.
-pub fn is_task_ref(s: &str) -> bool {
-    let Some((service, rest)) = s.split_once(':') else {
-        return false;
-    };
-    let Some((project, task)) = rest.split_once('/') else {
-        return false;
-    };
-    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.bytes().all(|c| c.is_ascii_digit());
-    !service.is_empty()
-        && service.len() <= 32
-        && service.bytes().all(|c| c.is_ascii_lowercase())
-        && digits(project)
-        && digits(task)
-}
-
 fn fields_ok(f: &Map<String, Value>) -> bool {
     let str_or_null = |v: &Value| v.is_string() || v.is_null();
     let id = |v: &Value| v.is_string() || v.as_i64().is_some() || v.is_null();
@@ -171,7 +156,7 @@ pub fn record_task(
     if !core.config.businesses.contains_key(business) {
         return Err(Code::UnknownBusiness);
     }
-    if !is_task_ref(task_ref) || clock::parse_canonical(read_at).is_none() {
+    if !ids::is_task_ref(task_ref) || clock::parse_canonical(read_at).is_none() {
         return Err(Code::InvalidRequest);
     }
     if let Some(f) = &fields {
@@ -195,23 +180,5 @@ pub fn record_task(
             Code::KnownToken,
         )),
         other => other,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn task_refs() {
-        assert!(super::is_task_ref("vikunja:3/41"));
-        for bad in [
-            "vikunja:3",
-            "vikunja:/41",
-            "Vik:3/41",
-            "vikunja:3/4a",
-            ":3/41",
-            "vikunja:3/41/2",
-        ] {
-            assert!(!super::is_task_ref(bad), "{bad}");
-        }
     }
 }

@@ -29,18 +29,6 @@ const HUMAN_ACTOR: Actor<'static> = Actor {
     run: Some(HUMAN_RUN),
 };
 
-/// A strict task ref: `vikunja:<project digits>/<task digits>`.
-pub fn is_task_ref(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix("vikunja:") else {
-        return false;
-    };
-    let Some((p, t)) = rest.split_once('/') else {
-        return false;
-    };
-    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.bytes().all(|b| b.is_ascii_digit());
-    digits(p) && digits(t)
-}
-
 /// `REQ-[A-Z]+-[1-9][0-9]*`.
 fn is_requirement_ref(s: &str) -> bool {
     let Some(rest) = s.strip_prefix("REQ-") else {
@@ -158,7 +146,7 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
     if blocking && task_ref.is_none() {
         return Err(Code::TaskRequired);
     }
-    if task_ref.as_deref().is_some_and(|t| !is_task_ref(t))
+    if task_ref.as_deref().is_some_and(|t| !ids::is_task_ref(t))
         || requirement_ref
             .as_deref()
             .is_some_and(|r| !is_requirement_ref(r))
@@ -559,18 +547,6 @@ mod tests {
 
     #[test]
     fn refs() {
-        for ok in ["vikunja:3/41", "vikunja:12/1"] {
-            assert!(is_task_ref(ok), "{ok}");
-        }
-        for bad in [
-            "vikunja:3",
-            "vikunja:/41",
-            "vikunja:a/1",
-            "jira:3/41",
-            "vikunja:3/41/2",
-        ] {
-            assert!(!is_task_ref(bad), "{bad}");
-        }
         assert!(is_requirement_ref("REQ-DEC-2"));
         for bad in ["REQ-DEC-0", "REQ-dec-2", "REQ--2", "REQ-DEC-", "REQ-DEC-2a"] {
             assert!(!is_requirement_ref(bad), "{bad}");

@@ -2,10 +2,11 @@
 //! authority ops the host reaches over its channel or in process:
 //! `authorize`, `authorizeLaunch` and `refuse`.
 
-use super::decisions::{is_task_ref, HUMAN_RUN};
+use super::decisions::HUMAN_RUN;
 use super::Args;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::ids::is_task_ref;
 use crate::policy::routing::HUMAN;
 use crate::store::decisions as store;
 use crate::store::evidence::{self, Actor};

@@ -5,12 +5,12 @@
 //! event and its message commit together; any refusal rolls all of it back,
 //! leaving a cited decision unspent.
 
-use super::decisions::is_task_ref;
 use super::messages::MAX_BODY;
 use super::{role_session, Args};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
+use crate::ids::is_task_ref;
 use crate::store::decisions as auth;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
