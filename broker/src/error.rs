@@ -138,7 +138,8 @@ codes! {
     ProofAncestryVanished => "proof-ancestry-vanished",
     /// A known launch is an ancestor of the shim.
     ProofLaunchAncestor => "proof-launch-ancestor",
-    /// A run marker is in the shim's or an ancestor's environment.
+    /// A run marker is in the shim's or an ancestor's environment, or an ancestor goes by a
+    /// coding agent's name (exe, `comm` or `argv[0]`).
     ProofRunMarker => "proof-run-marker",
     /// The proof helper is not available; it is being restarted.
     ProofUnavailable => "proof-unavailable",

@@ -63,15 +63,9 @@ impl ProofGate {
         peer_pid: Option<i32>,
         pidfd: Option<PidFd>,
     ) -> Result<Caller, Code> {
-        let b = self
-            .config
-            .businesses
-            .get(business)
-            .ok_or(Code::UnknownBusiness)?;
         if peer_pid != Some(proof.pid) {
             return Err(Code::ProofPid);
         }
-        let tester_on = b.tester_on();
         let gate = self.clone();
         let proof = proof.clone();
         let exe = match kind {
@@ -94,6 +88,13 @@ impl ProofGate {
                 return Err(Code::ProofStartTime);
             }
         }
+        // Only a proven shim learns whether the business is configured.
+        let tester_on = self
+            .config
+            .businesses
+            .get(business)
+            .ok_or(Code::UnknownBusiness)?
+            .tester_on();
         match kind {
             ShimKind::Human => Ok(Caller::Human {
                 business: business.to_string(),

@@ -23,6 +23,10 @@ pub const STAT_MAX: usize = 4096;
 pub const STATUS_MAX: usize = 64 * 1024;
 /// Upper bound for `/proc/<pid>/environ`.
 pub const ENVIRON_MAX: usize = 1024 * 1024;
+/// Upper bound for `/proc/<pid>/comm` (the kernel keeps 15 bytes).
+pub const COMM_MAX: usize = 64;
+/// Upper bound for `argv[0]` read from `/proc/<pid>/cmdline`.
+pub const ARGV0_MAX: usize = 4096;
 
 /// `SO_PEERPIDFD` (Linux >= 6.5); defined here so older libc headers do not matter.
 const SO_PEERPIDFD: libc::c_int = 77;
@@ -223,6 +227,43 @@ pub fn read_environ(pid: i32) -> Result<Vec<EnvPair>, ProcError> {
     )?))
 }
 
+/// `/proc/<pid>/comm` without its newline. Readable for any process the
+/// reader can see, whatever its dumpability.
+pub fn read_comm(pid: i32) -> Result<Vec<u8>, ProcError> {
+    let mut raw = read_bounded(&proc_path(pid, "comm")?, COMM_MAX)?;
+    if raw.last() == Some(&b'\n') {
+        raw.pop();
+    }
+    Ok(raw)
+}
+
+/// `argv[0]` from `/proc/<pid>/cmdline` bytes: up to the first NUL, or the
+/// whole text when a process rewrote its title without one. Longer than
+/// [`ARGV0_MAX`] is `TooLarge`.
+pub fn parse_argv0(bytes: &[u8]) -> Result<Vec<u8>, ProcError> {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    if end > ARGV0_MAX {
+        return Err(ProcError::TooLarge);
+    }
+    Ok(bytes.get(..end).unwrap_or_default().to_vec())
+}
+
+/// `argv[0]` of `pid` (empty for a process without a command line). Like
+/// `comm`, readable whatever the process's dumpability.
+pub fn read_argv0(pid: i32) -> Result<Vec<u8>, ProcError> {
+    let file = File::open(proc_path(pid, "cmdline")?).map_err(|e| ProcError::from_io(&e))?;
+    // Only the first ARGV0_MAX + 1 bytes matter: argv[0] ends within them or
+    // is too long; the rest of the command line is never read.
+    let mut buf = Vec::with_capacity(512);
+    let limit = u64::try_from(ARGV0_MAX)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    file.take(limit)
+        .read_to_end(&mut buf)
+        .map_err(|e| ProcError::from_io(&e))?;
+    parse_argv0(&buf)
+}
+
 /// Kernel-reported `(pid, uid, gid)` of a Unix socket peer (SO_PEERCRED).
 pub fn peer_cred(sock: impl AsFd) -> Result<(i32, u32, u32), ProcError> {
     let mut cred = libc::ucred {
@@ -416,6 +457,18 @@ mod tests {
         assert_eq!(parse_status_uid(b"Name:\tx\n"), Err(ProcError::Malformed));
         assert_eq!(parse_status_uid(b"Uid:\t\n"), Err(ProcError::Malformed));
         assert_eq!(parse_status_uid(b"Uid:\tx1\n"), Err(ProcError::Malformed));
+    }
+
+    #[test]
+    fn argv0_split() {
+        assert_eq!(parse_argv0(b"claude\0--resume\0").unwrap(), b"claude");
+        assert_eq!(parse_argv0(b"node /x/cli.js").unwrap(), b"node /x/cli.js");
+        assert_eq!(parse_argv0(b"").unwrap(), b"");
+        let long = vec![b'a'; ARGV0_MAX + 1];
+        assert_eq!(parse_argv0(&long), Err(ProcError::TooLarge));
+        let mut ok = vec![b'a'; ARGV0_MAX];
+        ok.push(0);
+        assert_eq!(parse_argv0(&ok).unwrap().len(), ARGV0_MAX);
     }
 
     #[test]

@@ -658,3 +658,151 @@ fn an_adopted_helper_outlives_its_clients_and_is_never_killed_by_them() {
         "EOF once the last end closes"
     );
 }
+
+/// Starts, detached and capability-less, `/usr/bin/python3` as the parent of
+/// the stand-in shim. The parent makes itself undumpable first, so its
+/// `environ` and `exe` are closed to the capability-less helper (EACCES);
+/// `CLAUDECODE=1` sits in that closed environment. `comm` renames the parent
+/// (`PR_SET_NAME`), `argv0` runs it under another `argv[0]`.
+fn start_undumpable_parent(
+    dir: &TempDir,
+    target: &Path,
+    (var, nonce): (&str, &str),
+    comm: &str,
+    argv0: &str,
+) -> Tree {
+    let pid_file = dir.0.join(format!("{}.pids", self::nonce()));
+    let script = r#"
+import ctypes, os, subprocess, sys
+target, var, nonce, pid_file, comm = sys.argv[1:6]
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+    sys.exit(3)
+if comm and libc.prctl(15, comm.encode(), 0, 0, 0) != 0:  # PR_SET_NAME
+    sys.exit(4)
+child = subprocess.Popen([target, "30"], env={var: nonce})
+with open(pid_file + ".tmp", "w") as f:
+    f.write("%d %d" % (os.getpid(), child.pid))
+os.rename(pid_file + ".tmp", pid_file)
+child.wait()
+"#;
+    let mut cmd = Command::new("setsid");
+    cmd.args([
+        "-f",
+        "/usr/bin/env",
+        "-i",
+        "CLAUDECODE=1",
+        "/bin/bash",
+        "-c",
+    ])
+    .arg(r#"a="$1"; shift; exec -a "$a" /usr/bin/python3 -c "$@""#)
+    .arg("sh")
+    .arg(argv0)
+    .arg(script)
+    .arg(target)
+    .arg(var)
+    .arg(nonce)
+    .arg(&pid_file)
+    .arg(comm)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    // SAFETY: only prctl between fork and exec.
+    unsafe {
+        cmd.pre_exec(drop_bounding_set);
+    }
+    assert!(cmd.status().expect("setsid").success());
+    let pids = wait_for("the pid file", || std::fs::read_to_string(&pid_file).ok());
+    let mut it = pids.split_whitespace().map(|p| p.parse::<i32>().unwrap());
+    let tree = Tree {
+        parent: it.next().unwrap(),
+        target: it.next().unwrap(),
+    };
+    wait_for("the target to exec", || {
+        (procfs::read_exe(tree.target).ok()? == target).then_some(())
+    });
+    tree
+}
+
+#[test]
+fn an_ancestor_with_a_closed_environment_is_still_checked_by_its_command_name() {
+    assert_detached_root_is_clean();
+    let dir = TempDir::new("undumpable");
+    let exe = dir.shim_copy("a");
+    let mut c = client();
+    // The parent's environment (with its marker) is unreadable: the marker
+    // check is skipped for it and the human passes, which also shows the
+    // environment really was closed to the helper.
+    let n = nonce();
+    let t = start_undumpable_parent(&dir, &exe, (HUMAN_NONCE_VAR, &n), "", "python3");
+    assert_eq!(verify(&mut c, Kind::Human, &t, &n, &exe), Ok(()));
+    drop(t);
+    // The same parent going by an agent's name, as its process title ...
+    let n = nonce();
+    let t = start_undumpable_parent(&dir, &exe, (HUMAN_NONCE_VAR, &n), "claude", "python3");
+    assert_eq!(
+        verify(&mut c, Kind::Human, &t, &n, &exe),
+        refused(ProofCode::RunMarker)
+    );
+    drop(t);
+    // ... or as its argv[0]: the command check still applies.
+    let n = nonce();
+    let t = start_undumpable_parent(&dir, &exe, (HUMAN_NONCE_VAR, &n), "", "/opt/agent/codex");
+    assert_eq!(
+        verify(&mut c, Kind::Human, &t, &n, &exe),
+        refused(ProofCode::RunMarker)
+    );
+    drop(t);
+    // A tester may run inside a coding agent: its name does not refuse one.
+    let n = nonce();
+    let t = start_undumpable_parent(&dir, &exe, (TESTER_NONCE_VAR, &n), "claude", "python3");
+    assert_eq!(verify(&mut c, Kind::Tester, &t, &n, &exe), Ok(()));
+}
+
+#[test]
+fn every_run_marker_refuses_from_a_real_ancestor() {
+    use mosaic_proofd::proof::{AGENT_RUN_MARKERS, MANAGED_RUN_MARKERS};
+    // The list DESIGN.md requires at the least, all in the one list.
+    for m in [
+        "MOSAIC_RUN_ID",
+        "MOSAIC_BUS_CAP",
+        "MOSAIC_AGENT_RUN",
+        "CLAUDECODE",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "CODEX_SANDBOX",
+        "CODEX_SANDBOX_NETWORK_DISABLED",
+    ] {
+        assert!(
+            MANAGED_RUN_MARKERS.contains(&m) || AGENT_RUN_MARKERS.contains(&m),
+            "{m} is not a run marker"
+        );
+    }
+    assert_detached_root_is_clean();
+    let dir = TempDir::new("every-marker");
+    let exe = dir.shim_copy("a");
+    let mut c = client();
+    for m in MANAGED_RUN_MARKERS.iter().chain(AGENT_RUN_MARKERS) {
+        let managed = MANAGED_RUN_MARKERS.contains(m);
+        // An empty value counts as much as any other.
+        let n = nonce();
+        let t = start_tree(&dir, &exe, &[(m, "")], &[(HUMAN_NONCE_VAR, &n)], true);
+        assert_eq!(
+            verify(&mut c, Kind::Human, &t, &n, &exe),
+            refused(ProofCode::RunMarker),
+            "human under {m}"
+        );
+        drop(t);
+        let n = nonce();
+        let t = start_tree(&dir, &exe, &[(m, "1")], &[(TESTER_NONCE_VAR, &n)], true);
+        let want = if managed {
+            refused(ProofCode::TesterRequired)
+        } else {
+            Ok(())
+        };
+        assert_eq!(
+            verify(&mut c, Kind::Tester, &t, &n, &exe),
+            want,
+            "tester under {m}"
+        );
+    }
+}

@@ -16,13 +16,17 @@
 //!    connects to the socket, sends
 //!    `{"human":{"pid","startTime","nonce"},"business","verb","args"}\n`
 //!    (tester: key `tester`), half-closes, reads one reply line (at most
-//!    [`MAX_REPLY`] bytes, [`REPLY_TIMEOUT`] overall) and prints it.
+//!    [`MAX_REPLY`] bytes with its newline, [`REPLY_TIMEOUT`] overall) and
+//!    prints it. A request line over its verb's envelope ([`max_line`]) is
+//!    refused here, before connecting, as the broker would refuse it.
 //!
-//! Exit codes: 0 `ok:true`; 1 `ok:false` (a refusal from the broker, or a
-//! bad stdin / argv, printed as `{"ok":false,"error":"invalid-request"}`
-//! without contacting the broker); 2 a transport failure, printed as
-//! `{"ok":false,"error":"outcome-unknown"}`. Nothing but the reply (or those
-//! two fixed lines) is printed; the nonce appears only inside the request.
+//! Exit codes: 0 `ok:true`; 1 `ok:false` (a refusal from the broker; a bad
+//! stdin / argv, printed as `{"ok":false,"error":"invalid-request"}`; or a
+//! request line over its envelope, printed as
+//! `{"ok":false,"error":"request-too-large"}`; neither contacts the broker);
+//! 2 a transport failure, printed as `{"ok":false,"error":"outcome-unknown"}`.
+//! Nothing but the reply (or those fixed lines) is printed; the nonce appears
+//! only inside the request.
 //! The shim keeps the rest of its environment as it is: clearing it would
 //! launder the run markers the broker's ancestry check looks for.
 
@@ -39,7 +43,13 @@ use serde_json::{json, Map, Value};
 
 /// Longest request on stdin: 1 MiB + 64 KiB (`project.file.save`).
 pub const MAX_REQUEST: usize = 1024 * 1024 + 64 * 1024;
-/// Longest reply line read from the broker.
+/// The socket's request envelope, newline included, for every verb but
+/// [`SAVE_VERB`].
+pub const MAX_LINE: usize = 64 * 1024;
+/// The one verb whose request line may reach [`MAX_REQUEST`].
+pub const SAVE_VERB: &str = "project.file.save";
+/// Longest reply line read from the broker, newline included (the broker's
+/// own cap counts it too).
 pub const MAX_REPLY: usize = 4 * 1024 * 1024;
 /// Overall deadline for connecting, sending and reading the reply.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -48,6 +58,16 @@ pub const STAGE_VAR: &str = "MOSAIC_SHIM_STAGE";
 
 pub const INVALID_REQUEST: &str = r#"{"ok":false,"error":"invalid-request"}"#;
 pub const OUTCOME_UNKNOWN: &str = r#"{"ok":false,"error":"outcome-unknown"}"#;
+pub const REQUEST_TOO_LARGE: &str = r#"{"ok":false,"error":"request-too-large"}"#;
+
+/// The longest request line (newline included) the socket takes for `verb`.
+pub fn max_line(verb: &str) -> usize {
+    if verb == SAVE_VERB {
+        MAX_REQUEST
+    } else {
+        MAX_LINE
+    }
+}
 
 /// Which shim this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +100,7 @@ const NONCE_VARS: &[&str] = &["MOSAIC_BUS_HUMAN_NONCE", "MOSAIC_BUS_TESTER_NONCE
 enum Outcome {
     Reply(String, bool),
     Invalid,
+    TooLarge,
     Unknown,
 }
 
@@ -88,6 +109,7 @@ fn finish(outcome: Outcome) -> ExitCode {
         Outcome::Reply(line, true) => (line, 0),
         Outcome::Reply(line, false) => (line, 1),
         Outcome::Invalid => (INVALID_REQUEST.to_string(), 1),
+        Outcome::TooLarge => (REQUEST_TOO_LARGE.to_string(), 1),
         Outcome::Unknown => (OUTCOME_UNKNOWN.to_string(), 2),
     };
     let mut out = io::stdout().lock();
@@ -123,12 +145,16 @@ pub fn run(kind: Kind) -> ExitCode {
         return finish(Outcome::Unknown);
     };
     let mut envelope = request;
+    let limit = max_line(envelope.get("verb").and_then(Value::as_str).unwrap_or(""));
     envelope.insert(
         kind.proof_key().into(),
         json!({"pid": me, "startTime": start_time, "nonce": nonce}),
     );
     let mut line = Value::Object(envelope).to_string();
     line.push('\n');
+    if line.len() > limit {
+        return finish(Outcome::TooLarge);
+    }
     finish(exchange(std::path::Path::new(&args[1]), line.as_bytes()))
 }
 
@@ -243,12 +269,19 @@ fn exchange(socket: &std::path::Path, line: &[u8]) -> Outcome {
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                reply.extend_from_slice(&buf[..n]);
-                if let Some(i) = reply.iter().position(|b| *b == b'\n') {
-                    reply.truncate(i);
+                let start = reply.len();
+                reply.extend_from_slice(buf.get(..n).unwrap_or_default());
+                if let Some(i) = reply[start..].iter().position(|b| *b == b'\n') {
+                    let end = start + i;
+                    // The cap counts the newline, whichever read brought it.
+                    if end + 1 > MAX_REPLY {
+                        return Outcome::Unknown;
+                    }
+                    reply.truncate(end);
                     break;
                 }
-                if reply.len() > MAX_REPLY {
+                // Even a newline next would take the line past the cap.
+                if reply.len() >= MAX_REPLY {
                     return Outcome::Unknown;
                 }
             }
@@ -304,6 +337,13 @@ mod tests {
             .bytes()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn only_the_save_verb_gets_the_large_envelope() {
+        assert_eq!(max_line("message.send"), 64 * 1024);
+        assert_eq!(max_line("project.file"), 64 * 1024);
+        assert_eq!(max_line("project.file.save"), 1024 * 1024 + 64 * 1024);
     }
 
     #[test]

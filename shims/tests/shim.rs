@@ -343,3 +343,99 @@ fn a_large_request_within_the_cap_is_passed_through() {
         Some(body.len())
     );
 }
+
+/// A listener that is never accepted from: `accept` failing afterwards shows
+/// the shim did not connect.
+fn idle_listener(sock: &Path) -> UnixListener {
+    let listener = UnixListener::bind(sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+#[test]
+fn empty_stdin_is_invalid_request_without_connecting() {
+    let dir = TempDir::new("empty");
+    let sock = dir.0.join("bus.sock");
+    let listener = idle_listener(&sock);
+    for exe in [HUMAN, TESTER] {
+        for stdin in [&b""[..], b"\n", b"   "] {
+            let out = run_shim(exe, &sock, stdin, &[]);
+            assert_eq!(out.status.code(), Some(1), "{stdin:?}");
+            assert_eq!(
+                stdout_line(&out),
+                r#"{"ok":false,"error":"invalid-request"}"#
+            );
+        }
+    }
+    assert!(listener.accept().is_err(), "no connection was made");
+}
+
+#[test]
+fn a_request_over_its_verbs_envelope_is_refused_without_connecting() {
+    let dir = TempDir::new("envelope");
+    let sock = dir.0.join("bus.sock");
+    let listener = idle_listener(&sock);
+    // Every verb but project.file.save keeps the 64 KiB envelope.
+    let body = "m".repeat(mosaic_shims::MAX_LINE);
+    let send = json!({"business": "acme", "verb": "message.send",
+                      "args": {"to": "pm", "body": body}});
+    // project.file.save may reach 1 MiB + 64 KiB, proof included: stdin of
+    // exactly that size leaves no room for the proof.
+    let head = r#"{"business":"acme","verb":"project.file.save","args":{"content":""#;
+    let pad = mosaic_shims::MAX_REQUEST - head.len() - 3;
+    let save = format!(r#"{head}{}"}}}}"#, "s".repeat(pad));
+    assert_eq!(save.len(), mosaic_shims::MAX_REQUEST);
+    for (exe, stdin) in [
+        (HUMAN, send.to_string().into_bytes()),
+        (TESTER, send.to_string().into_bytes()),
+        (HUMAN, save.into_bytes()),
+    ] {
+        let out = run_shim(exe, &sock, &stdin, &[]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(
+            stdout_line(&out),
+            r#"{"ok":false,"error":"request-too-large"}"#
+        );
+        assert!(out.stderr.is_empty());
+    }
+    assert!(listener.accept().is_err(), "no connection was made");
+}
+
+/// A reply line of `len` bytes before its newline: `{"ok":true,"result":"x…"}`.
+fn reply_of_len(len: usize) -> &'static str {
+    let head = r#"{"ok":true,"result":""#;
+    let tail = r#""}"#;
+    let line = format!("{head}{}{tail}", "x".repeat(len - head.len() - tail.len()));
+    assert_eq!(line.len(), len);
+    Box::leak(line.into_boxed_str())
+}
+
+#[test]
+fn the_reply_cap_is_4_mib_with_the_newline() {
+    // Exactly 4 MiB with its newline: printed whole, exit 0.
+    let dir = TempDir::new("cap");
+    let sock = dir.0.join("bus.sock");
+    let fits = reply_of_len(mosaic_shims::MAX_REPLY - 1);
+    let rx = serve_one(UnixListener::bind(&sock).unwrap(), Some(fits));
+    let out = run_shim(HUMAN, &sock, br#"{"business":"acme","verb":"agents"}"#, &[]);
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout_line(&out), fits);
+    // One byte more: the shim can't take it; outcome-unknown, exit 2.
+    let sock = dir.0.join("bus2.sock");
+    let over = reply_of_len(mosaic_shims::MAX_REPLY);
+    let rx = serve_one(UnixListener::bind(&sock).unwrap(), Some(over));
+    let out = run_shim(
+        TESTER,
+        &sock,
+        br#"{"business":"acme","verb":"agents"}"#,
+        &[],
+    );
+    // The server's write may fail once the shim has hung up: not waited on.
+    drop(rx);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stdout_line(&out),
+        r#"{"ok":false,"error":"outcome-unknown"}"#
+    );
+}

@@ -656,3 +656,57 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
     assert_refused_start(&out, "notify");
     assert!(pids_with_env(&format!("MOSAIC_TEST_HELPER={tag}")).is_empty());
 }
+
+#[test]
+fn an_unproven_request_learns_nothing_about_the_configured_businesses() {
+    let root = data_root();
+    let b = Broker::start(root.path());
+    // A proof naming another process, for a business that isn't configured:
+    // the proof is judged first.
+    let parent = std::os::unix::process::parent_id();
+    for business in ["acme", "globex"] {
+        let req = json!({"human": {"pid": parent, "startTime": start_time(parent),
+                                   "nonce": "0123456789abcdef0123456789abcdef"},
+                         "business": business, "verb": "trail", "args": {"subject": "x"}});
+        assert_eq!(
+            raw_request(&b.socket, format!("{req}\n").as_bytes()),
+            json!({"ok": false, "error": "proof-pid"}),
+            "{business}"
+        );
+    }
+    // A truthful process that is not the shim, naming an unknown business.
+    let script = r#"
+import json, os, socket, sys
+st = open('/proc/self/stat').read()
+start = int(st[st.rindex(')') + 2:].split(' ')[19])
+req = {"tester": {"pid": os.getpid(), "startTime": start, "nonce": "0123456789abcdef0123456789abcdef"},
+       "business": "globex", "verb": "trail", "args": {"subject": "x"}}
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall((json.dumps(req) + "\n").encode()); s.shutdown(socket.SHUT_WR)
+print(s.makefile().readline().strip())
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).arg(&b.socket).env_clear();
+    // SAFETY: only prctl between fork and exec.
+    unsafe { cmd.pre_exec(drop_bounding_set) };
+    let out = cmd.output().unwrap();
+    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(v, json!({"ok": false, "error": "proof-exe"}));
+    // A proven human naming an unknown business is told so.
+    let io = env_dir();
+    let human = Shim {
+        exe: bin("mosaic-human-cli"),
+        socket: &b.socket,
+        dir: io.path(),
+    };
+    let (r, rc) = human.run(
+        &json!({"business": "globex", "verb": "trail", "args": {"subject": "x"}}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r, json!({"ok": false, "error": "unknown-business"}));
+    assert_eq!(rc, 1);
+    b.close();
+}

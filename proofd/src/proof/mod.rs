@@ -47,9 +47,12 @@ pub const AGENT_RUN_MARKERS: &[&str] = &[
     "PI_CODING_AGENT",
 ];
 
-/// Executable file names of coding agents. An ancestor whose readable
-/// `/proc/<pid>/exe` has one of these names refuses a human
-/// (`proof-run-marker`), even when its environment was cleared.
+/// Command names of coding agents. An ancestor going by one of them refuses
+/// a human (`proof-run-marker`), even when its environment was cleared or
+/// can't be read: the file name of its readable `/proc/<pid>/exe`, its
+/// `comm`, and the file name of its `argv[0]` are each compared (the last
+/// two stay readable when the environment and `exe` are denied, and they
+/// carry the name a Node-based agent gives itself as its process title).
 pub const AGENT_EXE_NAMES: &[&str] = &["claude", "codex", "pi"];
 
 /// Longest ancestry walked before the walk is treated as a loop
@@ -195,6 +198,9 @@ pub trait ProcessTable {
     fn uid(&self, pid: i32) -> Result<u32, ReadErr>;
     fn exe(&self, pid: i32) -> Result<PathBuf, ReadErr>;
     fn environ(&self, pid: i32) -> Result<Environ, ReadErr>;
+    /// The names the process goes by: its `comm` and its `argv[0]` (both
+    /// raw bytes, as the kernel reports them).
+    fn names(&self, pid: i32) -> Result<Vec<Vec<u8>>, ReadErr>;
 }
 
 /// A proof to check.
@@ -276,6 +282,15 @@ fn is_agent_exe(exe: &Path) -> bool {
         .is_some_and(|n| AGENT_EXE_NAMES.contains(&n))
 }
 
+/// A `comm` or `argv[0]` whose file name (after the last `/`) is an agent's.
+fn is_agent_name(name: &[u8]) -> bool {
+    let base = match name.iter().rposition(|&b| b == b'/') {
+        Some(i) => name.get(i + 1..).unwrap_or_default(),
+        None => name,
+    };
+    AGENT_EXE_NAMES.iter().any(|n| n.as_bytes() == base)
+}
+
 /// Maps a read failure on an ancestor: gone → vanished, else unreadable.
 fn ancestor_err(e: ReadErr) -> ProofCode {
     match e {
@@ -350,9 +365,16 @@ pub fn verify<T: ProcessTable>(
                     return Err(ProofCode::RunMarker);
                 }
             }
-            // Another user's process (e.g. root's init or sshd).
+            // Another user's process (e.g. root's init or sshd), or one that
+            // made itself undumpable: the command names below still apply.
             Err(ReadErr::Denied) => {}
             Err(e) => return Err(ancestor_err(e)),
+        }
+        if kind == Kind::Human {
+            let names = table.names(cur).map_err(ancestor_err)?;
+            if names.iter().any(|n| is_agent_name(n)) {
+                return Err(ProofCode::RunMarker);
+            }
         }
         match table.environ(cur) {
             Ok(env) => {

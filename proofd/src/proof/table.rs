@@ -16,6 +16,8 @@ pub struct FakeProc {
     pub uid: u32,
     pub exe: Result<PathBuf, ReadErr>,
     pub environ: Result<Environ, ReadErr>,
+    /// `comm` and `argv[0]`; `new` takes both from the exe's file name.
+    pub names: Result<Vec<Vec<u8>>, ReadErr>,
     /// Simulates a process that exits while it is being read: its pin
     /// reports it dead afterwards.
     pub exits_during_read: bool,
@@ -23,7 +25,9 @@ pub struct FakeProc {
 
 impl FakeProc {
     pub fn new(ppid: i32, start_time: u64, exe: &str, env: &[(&str, &str)]) -> FakeProc {
+        let base = exe.rsplit('/').next().unwrap_or(exe).as_bytes().to_vec();
         FakeProc {
+            names: Ok(vec![base.clone(), base]),
             ppid,
             start_time,
             uid: 1000,
@@ -92,6 +96,10 @@ impl ProcessTable for FakeTable {
 
     fn environ(&self, pid: i32) -> Result<Environ, ReadErr> {
         self.get(pid)?.environ.clone()
+    }
+
+    fn names(&self, pid: i32) -> Result<Vec<Vec<u8>>, ReadErr> {
+        self.get(pid)?.names.clone()
     }
 }
 
@@ -164,5 +172,9 @@ impl ProcessTable for ProcTable {
 
     fn environ(&self, pid: i32) -> Result<Environ, ReadErr> {
         Ok(procfs::read_environ(pid)?)
+    }
+
+    fn names(&self, pid: i32) -> Result<Vec<Vec<u8>>, ReadErr> {
+        Ok(vec![procfs::read_comm(pid)?, procfs::read_argv0(pid)?])
     }
 }

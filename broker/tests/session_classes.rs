@@ -1,0 +1,200 @@
+//! Which verbs each session class may call, in process: a real temp store,
+//! a real `Core`, and the four callers the socket can bind (a role's run, a
+//! reader capability, and the human and tester the shims prove). A class
+//! that may call a verb never gets a class refusal from it; one that may
+//! not gets the spec's code for it.
+
+use mosaic_bus::config::BootConfig;
+use mosaic_bus::core::{Caller, Core};
+use mosaic_bus::error::Code;
+use mosaic_bus::store::root::BusDir;
+use mosaic_bus::store::Store;
+use mosaic_bus::verbs::dispatch;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// The codes that mean "not for this kind of session".
+const CLASS_CODES: &[Code] = &[
+    Code::HumanRequired,
+    Code::AgentRequired,
+    Code::ReadOnly,
+    Code::TesterRefused,
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Class {
+    Role,
+    Reader,
+    Human,
+    Tester,
+}
+
+fn caller(c: Class) -> Caller {
+    let business = "acme".to_string();
+    match c {
+        Class::Role => Caller::Role {
+            business,
+            role: "pm".into(),
+            run: "pm-1".into(),
+        },
+        Class::Reader => Caller::Reader { business },
+        Class::Human => Caller::Human { business },
+        Class::Tester => Caller::Tester { business },
+    }
+}
+
+const NO_ID: &str = "00000000-0000-4000-8000-000000000000";
+
+/// Plausible args for each verb, so the class gate is what decides.
+fn args_for(verb: &str) -> Value {
+    match verb {
+        "role.revoke" => json!({"role": "cto", "decision": NO_ID}),
+        "event.emit" => json!({"kind": "action.allowed", "body": {"action": "routine"}}),
+        "message.send" => json!({"to": "pm", "body": "[mos test] hello"}),
+        "message.read" | "replies" => json!({"id": NO_ID}),
+        "decision.raise" => json!({
+            "action": "git.merge.protected", "question": "Merge?",
+            "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+            "recommendation": "yes", "blocking": false,
+        }),
+        "decision.resolve" => json!({"id": NO_ID, "choice": "yes"}),
+        "decision.seen" | "decision.withdraw" => json!({"id": NO_ID}),
+        "trail" => json!({"subject": NO_ID}),
+        "decisions" => json!({"list": "recent"}),
+        "review.request" => {
+            json!({"task_ref": "vikunja:1/1", "commit": "a".repeat(40), "to": "cto"})
+        }
+        "review.verdict" => json!({
+            "task_ref": "vikunja:1/1", "request": NO_ID, "verdict": "approve", "body": "ok"
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// What the spec has each class get: `None` when it may call the verb.
+fn expected(verb: &str, c: Class) -> Option<Code> {
+    use Class::*;
+    let role_only = |c| match c {
+        Role => None,
+        Reader => Some(Code::ReadOnly),
+        Human => Some(Code::AgentRequired),
+        Tester => Some(Code::TesterRefused),
+    };
+    match verb {
+        "role.claim" | "role.release" | "role.revoke" | "event.emit" | "decision.raise"
+        | "requirements" | "review.request" | "review.verdict" => role_only(c),
+        // Mutations a role, the human and the tester make; never a reader.
+        "message.send" | "message.receive" | "message.read" => match c {
+            Reader => Some(Code::ReadOnly),
+            _ => None,
+        },
+        // The routed resolver or the human; the tester may not.
+        "decision.resolve" | "decision.seen" | "decision.withdraw" => match c {
+            Reader => Some(Code::ReadOnly),
+            Tester => Some(Code::TesterRefused),
+            _ => None,
+        },
+        // Outside-agent human CLI only.
+        "launch.revoke" | "launch.restore" => match c {
+            Human => None,
+            Tester => Some(Code::TesterRefused),
+            _ => Some(Code::HumanRequired),
+        },
+        "trail" | "inbox" | "tasks" | "agents" => None,
+        "state" => match c {
+            Tester => Some(Code::TesterRefused),
+            _ => None,
+        },
+        // Human and reader sessions; the tester has the reader's views.
+        "replies" | "messages" | "decisions" => match c {
+            Role => Some(Code::HumanRequired),
+            _ => None,
+        },
+        "credentials" => match c {
+            Role => Some(Code::HumanRequired),
+            Tester => Some(Code::TesterRefused),
+            _ => None,
+        },
+        other => panic!("no expectation for {other}"),
+    }
+}
+
+const VERBS: &[&str] = &[
+    "role.claim",
+    "role.release",
+    "role.revoke",
+    "event.emit",
+    "message.send",
+    "message.receive",
+    "message.read",
+    "decision.raise",
+    "decision.resolve",
+    "decision.seen",
+    "decision.withdraw",
+    "launch.revoke",
+    "launch.restore",
+    "trail",
+    "inbox",
+    "tasks",
+    "agents",
+    "requirements",
+    "state",
+    "replies",
+    "messages",
+    "decisions",
+    "credentials",
+    "review.request",
+    "review.verdict",
+];
+
+#[test]
+fn each_session_class_gets_its_verbs_and_the_class_code_for_the_rest() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let bus = BusDir::acquire(root.path()).expect("acquire");
+    let store = Store::open(&bus.db_path()).expect("store");
+    let config = BootConfig::from_json(json!({
+        "dataRoot": root.path(),
+        "businesses": {"acme": {
+            "id": "acme", "human": "Ada",
+            "arbiters": {"technical": "cto", "delivery": "pm"},
+            "roles": {
+                "pm": {"authority": {"withinRole": ["message.send"], "crossRole": ["git.merge.protected"]}},
+                "cto": {"authority": {"withinRole": ["review.verdict"], "crossRole": []}}
+            },
+            "vars": {"bus.tester": true}
+        }}
+    }))
+    .expect("config");
+    let mut core = Core::new(store, Arc::new(config));
+    dispatch(&mut core, &caller(Class::Role), "role.claim", None).expect("claim");
+    let mut wrong = Vec::new();
+    for verb in VERBS {
+        for class in [Class::Role, Class::Reader, Class::Human, Class::Tester] {
+            let args = match args_for(verb) {
+                Value::Object(m) => Some(m),
+                _ => None::<Map<String, Value>>,
+            };
+            let got = dispatch(&mut core, &caller(class), verb, args).err();
+            let got_class = got.filter(|c| CLASS_CODES.contains(c));
+            let want = expected(verb, class);
+            if got_class != want {
+                wrong.push(format!("{verb} as {class:?}: got {got:?}, want {want:?}"));
+            }
+        }
+    }
+    // A verb the spec names but this build doesn't serve: the tester's list
+    // still decides first, the others learn it isn't served.
+    for (class, want) in [
+        (Class::Tester, Code::TesterRefused),
+        (Class::Human, Code::NotImplemented),
+        (Class::Reader, Code::NotImplemented),
+    ] {
+        let got = dispatch(&mut core, &caller(class), "project.files", None).err();
+        if got != Some(want) {
+            wrong.push(format!("project.files as {class:?}: got {got:?}"));
+        }
+    }
+    drop(core);
+    bus.release();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
