@@ -791,3 +791,91 @@ fn an_empty_authority_map_boots_and_grants_nothing() {
     assert_eq!(r["ok"], json!(true), "{r}");
     b.close();
 }
+
+/// `mosaic_bus::start_broker` gives a runtime with one method per host op,
+/// answering as the op does, and `close` removes the socket and the lock.
+#[test]
+fn the_embedded_runtime_offers_every_host_op_as_a_method() {
+    use mosaic_bus::config::LaunchRecord;
+    use mosaic_bus::Code;
+    let root = data_root();
+    let cfg = mosaic_bus::BootConfig::from_json(config(root.path())).expect("config");
+    let rt = mosaic_bus::start_broker(cfg).expect("start_broker");
+    let bus = root.path().join("bus");
+    assert!(bus.join("writer.lock").exists());
+    assert_eq!(rt.socket_path(), bus.join("bus.sock"));
+    let reader = rt.boot_reply()["readers"][0]["cap"]
+        .as_str()
+        .expect("reader cap")
+        .to_string();
+    let run = sleeper();
+    let record = LaunchRecord::from_json(launch("pm", "run-1", run.id())).expect("record");
+    let bound = rt.bind_launch(record).expect("bindLaunch");
+    let cap = bound["cap"].as_str().expect("cap").to_string();
+    assert_eq!(
+        rt.identity(&cap),
+        Ok(json!({"business": "acme", "role": "pm", "run": "run-1"}))
+    );
+    let claim = raw_request(
+        &rt.socket_path(),
+        format!("{}\n", json!({"cap": cap, "verb": "role.claim"})).as_bytes(),
+    );
+    assert_eq!(claim["ok"], json!(true), "{claim}");
+
+    let allowed = rt
+        .authorize(&cap, "message.send", Some("cto"), None, None)
+        .expect("authorize");
+    assert_eq!(allowed["allowed"], json!(true), "{allowed}");
+    assert!(rt.authorize_launch(&cap, "cto").is_ok());
+    assert!(rt.refuse(&cap, "capacity", None).is_ok());
+    assert_eq!(rt.credential_status("acme", "pm"), Ok(json!([])));
+    assert_eq!(
+        rt.credential_status("acme", "nobody"),
+        Err(Code::UnknownRole)
+    );
+    let fields = json!({"title": "Site", "done": false});
+    let task = rt
+        .record_task(
+            "acme",
+            "vikunja:1/7",
+            "2026-01-01T00:00:00.000Z",
+            fields.as_object().cloned(),
+        )
+        .expect("recordTask");
+    assert_eq!(task["task_ref"], json!("vikunja:1/7"));
+    let body = json!({"note": "seen"}).as_object().cloned().unwrap();
+    assert!(rt
+        .record_event(&cap, "tracker.note", body.clone(), None)
+        .is_ok());
+    assert_eq!(
+        rt.record_event(&reader, "tracker.note", body, None),
+        Err(Code::ReadOnly)
+    );
+    // The pm holds no git.push.working or review.verdict, and the business
+    // has no projects: refused, as the host ops refuse it.
+    assert_eq!(
+        rt.check_push(&cap, "vikunja:1/7"),
+        Err(Code::DecisionRequired)
+    );
+    let push = json!({"task_ref": "vikunja:1/7", "project": "site", "branch": "work/7",
+                      "ref": "refs/heads/work/7", "commit": "a".repeat(40), "previous": null});
+    assert_eq!(
+        rt.record_push(&cap, push.as_object().cloned().unwrap()),
+        Err(Code::UnknownProject)
+    );
+    let args =
+        json!({"task_ref": "vikunja:1/7", "request": "0190c1f5-0000-7000-8000-000000000000"});
+    assert_eq!(
+        rt.review_fetch(&cap, args.as_object().cloned().unwrap()),
+        Err(Code::RequestNotFound)
+    );
+    assert!(rt.end_launch("acme", "run-1", "done", Some(0)).is_ok());
+    assert_eq!(
+        rt.end_launch("acme", "run-1", "done", Some(0)),
+        Err(Code::RunEnded)
+    );
+    rt.close();
+    assert!(!bus.join("writer.lock").exists());
+    assert!(!bus.join("bus.sock").exists());
+    assert!(bus.join("bus.sqlite").exists());
+}
