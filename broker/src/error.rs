@@ -68,6 +68,8 @@ codes! {
     ChannelLost => "channel-lost",
     /// The control socket peer is not the broker's user.
     PeerUid => "peer-uid",
+    /// Another host is connected to the control socket; one at a time.
+    HostBusy => "host-busy",
     /// The proof helper could not be started.
     ProofdSpawn => "proofd-spawn",
 

@@ -792,6 +792,100 @@ fn an_empty_authority_map_boots_and_grants_nothing() {
     b.close();
 }
 
+/// A host that sends SIGTERM and then drops its channel (what a host
+/// shutting down does) gets the signal's orderly close: exit 0, socket and
+/// lock removed, the database kept. A client stuck mid-frame keeps that close
+/// busy for its five seconds, long after the channel's EOF has arrived.
+#[test]
+fn sigterm_then_a_dropped_channel_still_closes_in_order_and_exits_zero() {
+    use std::io::Write;
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut stuck = std::os::unix::net::UnixStream::connect(&b.socket).unwrap();
+    stuck.write_all(br#"{"cap":"#).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill with our child's pid.
+    unsafe { libc::kill(b.child.id() as i32, libc::SIGTERM) };
+    b.drop_channel();
+    let s = b.wait(Duration::from_secs(20)).expect("exits");
+    assert_eq!(s.code(), Some(0), "stderr: {}", b.stderr());
+    let bus = root.path().join("bus");
+    assert!(
+        !bus.join("writer.lock").exists(),
+        "the close ran to its end"
+    );
+    assert!(!bus.join("bus.sock").exists());
+    assert!(bus.join("bus.sqlite").exists());
+    assert!(!b.stderr().contains("channel-lost"), "{}", b.stderr());
+    drop(stuck);
+}
+
+/// Exactly one mode: two modes, or one twice, is a usage error (exit 2,
+/// `{"error":"usage"}` last on stderr) and listens nowhere, whichever order.
+#[test]
+fn two_modes_on_one_command_line_are_a_usage_error() {
+    let dir = data_root();
+    let ctl = dir.path().join("control.sock");
+    let ctl_s = ctl.to_str().unwrap();
+    let other = dir.path().join("other.sock");
+    let other_s = other.to_str().unwrap();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        theirs.as_raw_fd()
+    };
+    for args in [
+        vec!["--host-fd", "3", "--control", ctl_s],
+        vec!["--control", ctl_s, "--host-fd", "3"],
+        vec!["--control", ctl_s, "--control", other_s],
+        vec!["--host-fd", "3", "--host-fd", "3"],
+        vec!["--control", ctl_s, "--demo"],
+        vec!["--demo", "--control", ctl_s],
+    ] {
+        let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+        cmd.args(&args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // fd 3 is a real socket, so only the second mode is wrong.
+        // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let status = status.unwrap_or_else(|| panic!("{args:?}: still running"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}");
+        assert_eq!(err.lines().last(), Some(r#"{"error":"usage"}"#), "{args:?}");
+        assert!(!ctl.exists() && !other.exists(), "{args:?} listened");
+        assert!(
+            !dir.path().join("mosaic-data").exists(),
+            "{args:?} ran the demo"
+        );
+    }
+    drop((ours, theirs));
+}
+
 /// `mosaic_bus::start_broker` gives a runtime with one method per host op,
 /// answering as the op does, and `close` removes the socket and the lock.
 #[test]

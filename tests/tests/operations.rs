@@ -552,3 +552,116 @@ fn every_unit_verifies_and_rates_two_or_lower() {
         assert!(s <= 2.0, "an exposure above 2.0:\n{text}");
     }
 }
+
+/// One host at a time: a connection that arrives while a host is connected
+/// is answered `host-busy` at once and closed (it does not wait unanswered
+/// in the backlog), the connected host is unaffected, and once it leaves the
+/// next host is served.
+#[test]
+fn a_second_host_connection_while_one_is_connected_gets_host_busy() {
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert!(c.next_notify().starts_with("STATUS=booted; serving "));
+
+    let mut second = c.host();
+    let mut line = String::new();
+    let n = second.0.read_line(&mut line).unwrap_or(0);
+    assert!(n > 0, "the second connection got no answer");
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).expect("JSON"),
+        json!({"ok": false, "error": "host-busy"})
+    );
+    line.clear();
+    assert_eq!(second.0.read_line(&mut line).unwrap_or(0), 0, "then closed");
+    assert!(c.stderr().contains("host-busy"), "{}", c.stderr());
+
+    let r = host.op(json!({"op": "identity", "cap": "nope", "id": 2}));
+    assert_eq!(
+        r,
+        json!({"ok": false, "error": "unknown-capability", "id": 2})
+    );
+    drop(host);
+    assert_eq!(
+        c.next_notify(),
+        "STATUS=booted; host disconnected, waiting for the host"
+    );
+    let mut next = c.host();
+    let r = next.op(json!({"op": "identity", "cap": "nope"}));
+    assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
+    assert_eq!(next.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.next_notify(), "STOPPING=1\nSTATUS=closing");
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    assert!(!root.path().join("bus/writer.lock").exists());
+}
+
+/// A control-socket peer of another user (SO_PEERCRED) is answered
+/// `peer-uid` and closed; it does not take the host's place. Needs root, to
+/// connect as uid 65534.
+#[test]
+fn a_control_peer_of_another_user_gets_peer_uid() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: connecting as another user needs root");
+        return;
+    }
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    // The broker checked its directory at start; open both so that uid 65534
+    // can reach the socket at all (only SO_PEERCRED stands in its way).
+    std::fs::set_permissions(c.dir.path(), PermissionsExt::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(c.control_path(), PermissionsExt::from_mode(0o666)).unwrap();
+
+    // SAFETY: a zeroed sockaddr_un is valid; the path fits (checked).
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let path = c.control_path();
+    let bytes = path.as_os_str().as_encoded_bytes();
+    assert!(bytes.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let mut cmd = Command::new("cat");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if fd < 0
+                || libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) != 0
+                || libc::dup2(fd, 0) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("cat as uid 65534");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one reply line: {text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("JSON"),
+        json!({"ok": false, "error": "peer-uid"})
+    );
+    assert!(c.stderr().contains("peer-uid"), "{}", c.stderr());
+
+    // The broker's own user is still the host.
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+}
