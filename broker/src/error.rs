@@ -70,6 +70,8 @@ codes! {
     PeerUid => "peer-uid",
     /// Another host is connected to the control socket; one at a time.
     HostBusy => "host-busy",
+    /// Another broker already listens on the `--control` socket path.
+    ControlInUse => "control-in-use",
     /// The proof helper could not be started.
     ProofdSpawn => "proofd-spawn",
 

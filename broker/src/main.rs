@@ -45,6 +45,8 @@ static CONTROL_PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 enum Mode {
     HostFd(i32),
+    /// `--host-fd`, checked and owned.
+    Host(UnixStream),
     Control(PathBuf),
     Demo(PathBuf),
 }
@@ -139,13 +141,24 @@ fn main() -> ExitCode {
             return refuse(Code::Usage);
         }
     };
+    // The host's fd is checked and taken before the broker opens anything
+    // itself: a number that was not inherited open could otherwise name one
+    // of the broker's own descriptors (the signal pipe, a log file) by the
+    // time it is looked at.
+    let mode = match mode {
+        Mode::HostFd(fd) => match adopt_host_fd(fd) {
+            Some(stream) => Mode::Host(stream),
+            None => return refuse(Code::Usage),
+        },
+        other => other,
+    };
     // Only control mode reports to systemd; the variable is taken out of the
     // environment either way, so neither the proof helper nor (in fd mode) a
     // broker forked by a host running under systemd talks to that manager.
     mosaic_bus::host::notify::init(matches!(mode, Mode::Control(_)));
     // A forked broker's refused boot prints its code as the only stderr
     // line; what it logs before the boot is settled waits (host::bootlog).
-    if matches!(mode, Mode::HostFd(_)) {
+    if matches!(mode, Mode::Host(_)) {
         mosaic_bus::host::bootlog::hold();
     }
     init_logging(&level);
@@ -164,7 +177,11 @@ fn main() -> ExitCode {
     let shared: Shared = Arc::new(Mutex::new(None));
     install_signals(shared.clone());
     match mode {
-        Mode::HostFd(fd) => host_fd(fd, &shared, verifier),
+        Mode::Host(stream) => {
+            let end = channel::serve(stream, &shared, verifier);
+            finish(&shared, end)
+        }
+        Mode::HostFd(_) => refuse(Code::Usage),
         Mode::Control(path) => control(&path, &shared, verifier),
         Mode::Demo(dir) => demo(dir, &shared),
     }
@@ -218,17 +235,21 @@ fn finish(shared: &Shared, end: End) -> ExitCode {
     std::process::exit(code)
 }
 
-fn host_fd(fd: i32, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
-    // The fd must be an open socket we inherited.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+/// Takes `--host-fd N`: it must be an open socket (the host's end of its
+/// socketpair). It is marked close-on-exec, so the proof helper the broker
+/// spawns never holds a copy of the host's channel.
+fn adopt_host_fd(fd: i32) -> Option<UnixStream> {
     // SAFETY: fstat writes into `st`, a valid stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return refuse(Code::Usage);
+        return None;
+    }
+    // SAFETY: fcntl on an fd just checked to be open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return None;
     }
     // SAFETY: fd is an open socket handed to us, owned from here on.
-    let stream = unsafe { UnixStream::from_raw_fd(fd) };
-    let end = channel::serve(stream, shared, verifier);
-    finish(shared, end)
+    Some(unsafe { UnixStream::from_raw_fd(fd) })
 }
 
 fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
@@ -245,7 +266,16 @@ fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -
         return refuse(Code::UnsafePath);
     }
     if let Ok(md) = std::fs::symlink_metadata(path) {
-        if !md.file_type().is_socket() || std::fs::remove_file(path).is_err() {
+        if !md.file_type().is_socket() {
+            return refuse(Code::UnsafePath);
+        }
+        // A socket someone still listens on is a live broker's, not a
+        // stale one: taking its path would cut that broker off from its
+        // host. Only a socket nobody answers on is replaced.
+        if UnixStream::connect(path).is_ok() {
+            return refuse(Code::ControlInUse);
+        }
+        if std::fs::remove_file(path).is_err() {
             return refuse(Code::UnsafePath);
         }
     }

@@ -973,3 +973,149 @@ fn the_embedded_runtime_offers_every_host_op_as_a_method() {
     assert!(!bus.join("bus.sock").exists());
     assert!(bus.join("bus.sqlite").exists());
 }
+
+/// `--host-fd` takes an open socket above 2: anything else is a usage error
+/// (exit 2, `{"error":"usage"}` last on stderr), a number that names no
+/// inherited descriptor too (the broker must not mistake one it opened
+/// itself for the host's).
+#[test]
+fn a_bad_host_fd_is_a_usage_error() {
+    use std::os::fd::AsRawFd;
+    let dir = data_root();
+    let file = std::fs::File::create(dir.path().join("not-a-socket")).unwrap();
+    // Well above 3, so that dup2 onto 3 really happens (and clears CLOEXEC).
+    // SAFETY: F_DUPFD_CLOEXEC on an open fd; the copy is closed below.
+    let high = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
+    assert!(high >= 100);
+    let cases: [(Option<&str>, bool); 8] = [
+        (None, false),
+        (Some("abc"), false),
+        (Some("-1"), false),
+        (Some("0"), false),
+        (Some("2"), false),
+        (Some("99"), false),
+        (Some("3"), false), // nothing inherited at 3
+        (Some("3"), true),  // a regular file at 3
+    ];
+    for (arg, file_at_3) in cases {
+        let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+        cmd.arg("--host-fd");
+        if let Some(a) = arg {
+            cmd.arg(a);
+        }
+        if file_at_3 {
+            // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(move || {
+                    if libc::dup2(high, 3) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("run mosaic-bus");
+        let end = std::time::Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let status = status.unwrap_or_else(|| panic!("{arg:?} {file_at_3}: still running"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{arg:?} {file_at_3}");
+        assert_eq!(
+            err.lines().last(),
+            Some(r#"{"error":"usage"}"#),
+            "{arg:?} {file_at_3}"
+        );
+    }
+    // SAFETY: closing the copy made above.
+    unsafe { libc::close(high) };
+}
+
+/// The host's channel stays the broker's: the proof helper it spawns holds
+/// no copy of it (a copy would keep the channel open after the broker died,
+/// and let the helper talk to the host). Fd 7, since the helper's own
+/// channel is put at 3 and would hide a copy there.
+#[test]
+fn the_proof_helper_does_not_inherit_the_host_channel() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let root = data_root();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let fd = theirs.as_raw_fd();
+    let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+    cmd.args(["--host-fd", "7"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 7.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(theirs);
+    ours.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut host = std::io::BufReader::new(ours);
+    let boot = json!({"op": "boot", "config": config(root.path())});
+    host.get_mut()
+        .write_all(format!("{boot}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    host.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""ok":true"#), "{line}");
+
+    let pid = child.id();
+    let channel = std::fs::read_link(format!("/proc/{pid}/fd/7")).expect("fd 7");
+    assert!(
+        channel.to_string_lossy().starts_with("socket:"),
+        "{channel:?}"
+    );
+    // Children of every thread of the broker (/proc/<pid>/task/<tid>/children).
+    let mut helpers = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let kids = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        helpers.extend(kids.split_whitespace().map(str::to_string));
+    }
+    assert!(!helpers.is_empty(), "the broker runs its proof helper");
+    let mut leaked = Vec::new();
+    for helper in &helpers {
+        for fd in std::fs::read_dir(format!("/proc/{helper}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if std::fs::read_link(fd.path()).ok().as_ref() == Some(&channel) {
+                leaked.push(format!("{helper}: {:?}", fd.path()));
+            }
+        }
+    }
+    host.get_mut().write_all(b"{\"op\":\"close\"}\n").unwrap();
+    let _ = child.wait();
+    assert!(
+        leaked.is_empty(),
+        "the helper holds the host channel: {leaked:?}"
+    );
+}
