@@ -68,6 +68,10 @@ codes! {
     ChannelLost => "channel-lost",
     /// The control socket peer is not the broker's user.
     PeerUid => "peer-uid",
+    /// Another host is connected to the control socket; one at a time.
+    HostBusy => "host-busy",
+    /// Another broker already listens on the `--control` socket path.
+    ControlInUse => "control-in-use",
     /// The proof helper could not be started.
     ProofdSpawn => "proofd-spawn",
 

@@ -45,6 +45,8 @@ static CONTROL_PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 enum Mode {
     HostFd(i32),
+    /// `--host-fd`, checked and owned.
+    Host(UnixStream),
     Control(PathBuf),
     Demo(PathBuf),
 }
@@ -75,15 +77,19 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
                 println!("mosaic-bus {}", env!("CARGO_PKG_VERSION"));
                 return Err(Some(ExitCode::SUCCESS));
             }
-            "--host-fd" => {
+            // Exactly one mode: a second one (or the same one twice) is a
+            // usage error, not "the last one wins".
+            "--host-fd" if mode.is_none() => {
                 let n = args
                     .next()
                     .and_then(|n| n.parse::<i32>().ok())
                     .filter(|n| *n > 2);
                 mode = Some(Mode::HostFd(n.ok_or(None)?));
             }
-            "--control" => mode = Some(Mode::Control(PathBuf::from(args.next().ok_or(None)?))),
-            "--demo" => {
+            "--control" if mode.is_none() => {
+                mode = Some(Mode::Control(PathBuf::from(args.next().ok_or(None)?)))
+            }
+            "--demo" if mode.is_none() => {
                 let dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
                 mode = Some(Mode::Demo(dir.join("mosaic-data")));
             }
@@ -135,13 +141,24 @@ fn main() -> ExitCode {
             return refuse(Code::Usage);
         }
     };
+    // The host's fd is checked and taken before the broker opens anything
+    // itself: a number that was not inherited open could otherwise name one
+    // of the broker's own descriptors (the signal pipe, a log file) by the
+    // time it is looked at.
+    let mode = match mode {
+        Mode::HostFd(fd) => match adopt_host_fd(fd) {
+            Some(stream) => Mode::Host(stream),
+            None => return refuse(Code::Usage),
+        },
+        other => other,
+    };
     // Only control mode reports to systemd; the variable is taken out of the
     // environment either way, so neither the proof helper nor (in fd mode) a
     // broker forked by a host running under systemd talks to that manager.
     mosaic_bus::host::notify::init(matches!(mode, Mode::Control(_)));
     // A forked broker's refused boot prints its code as the only stderr
     // line; what it logs before the boot is settled waits (host::bootlog).
-    if matches!(mode, Mode::HostFd(_)) {
+    if matches!(mode, Mode::Host(_)) {
         mosaic_bus::host::bootlog::hold();
     }
     init_logging(&level);
@@ -160,7 +177,11 @@ fn main() -> ExitCode {
     let shared: Shared = Arc::new(Mutex::new(None));
     install_signals(shared.clone());
     match mode {
-        Mode::HostFd(fd) => host_fd(fd, &shared, verifier),
+        Mode::Host(stream) => {
+            let end = channel::serve(stream, &shared, verifier);
+            finish(&shared, end)
+        }
+        Mode::HostFd(_) => refuse(Code::Usage),
         Mode::Control(path) => control(&path, &shared, verifier),
         Mode::Demo(dir) => demo(dir, &shared),
     }
@@ -181,29 +202,54 @@ fn init_logging(level: &str) {
     }
 }
 
+/// Closes the runtime (if one is still there) and exits with `end`'s status.
+///
+/// The slot stays locked from the close until the process is gone, so a
+/// signal's close and this one never overlap: whichever takes the runtime
+/// closes it whole (socket and lock removed) while the other waits, and the
+/// process exits only after that close. Without this, a host that sends
+/// SIGTERM and then drops its channel got exit 2 while the signal's close
+/// was still running, with the lock left behind.
 fn finish(shared: &Shared, end: End) -> ExitCode {
-    let rt = shared.lock().ok().and_then(|mut g| g.take());
-    if let Some(rt) = rt {
+    let mut slot = shared.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(rt) = slot.take() {
         rt.close();
     }
-    match end {
-        End::Closed => ExitCode::SUCCESS,
-        End::Lost => refuse(Code::ChannelLost),
-        End::BootRefused(code) => refuse(code),
-    }
+    // A channel lost after SIGTERM/SIGINT arrived (a host shutting down
+    // signals its broker, then drops its end) is that signal's close.
+    let signalled = SIGNALLED.get().is_some_and(|f| f.load(Ordering::SeqCst));
+    let code = match end {
+        End::Closed => 0,
+        End::Lost if signalled => 0,
+        End::Lost => {
+            refuse(Code::ChannelLost);
+            2
+        }
+        End::BootRefused(code) => {
+            refuse(code);
+            2
+        }
+    };
+    // Exit with the slot still locked: a signal thread waiting for it must
+    // not get to exit first with another status.
+    std::process::exit(code)
 }
 
-fn host_fd(fd: i32, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
-    // The fd must be an open socket we inherited.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+/// Takes `--host-fd N`: it must be an open socket (the host's end of its
+/// socketpair). It is marked close-on-exec, so the proof helper the broker
+/// spawns never holds a copy of the host's channel.
+fn adopt_host_fd(fd: i32) -> Option<UnixStream> {
     // SAFETY: fstat writes into `st`, a valid stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        return refuse(Code::Usage);
+        return None;
+    }
+    // SAFETY: fcntl on an fd just checked to be open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return None;
     }
     // SAFETY: fd is an open socket handed to us, owned from here on.
-    let stream = unsafe { UnixStream::from_raw_fd(fd) };
-    let end = channel::serve(stream, shared, verifier);
-    finish(shared, end)
+    Some(unsafe { UnixStream::from_raw_fd(fd) })
 }
 
 fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -> ExitCode {
@@ -220,20 +266,64 @@ fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -
         return refuse(Code::UnsafePath);
     }
     if let Ok(md) = std::fs::symlink_metadata(path) {
-        if !md.file_type().is_socket() || std::fs::remove_file(path).is_err() {
+        if !md.file_type().is_socket() {
+            return refuse(Code::UnsafePath);
+        }
+        // A socket someone still listens on is a live broker's, not a
+        // stale one: taking its path would cut that broker off from its
+        // host. Only a socket nobody answers on is replaced.
+        if UnixStream::connect(path).is_ok() {
+            return refuse(Code::ControlInUse);
+        }
+        if std::fs::remove_file(path).is_err() {
             return refuse(Code::UnsafePath);
         }
     }
     let Ok(listener) = UnixListener::bind(path) else {
         return refuse(Code::UnsafePath);
     };
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    if std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).is_err() {
+        let _ = std::fs::remove_file(path);
+        return refuse(Code::UnsafePath);
+    }
     let _ = CONTROL_PATH.set(path.to_path_buf());
     mosaic_bus::host::notify::send("READY=1\nSTATUS=waiting for the host");
+    // Connections are accepted on their own thread, so a connection that
+    // arrives while a host is connected is answered at once (`host-busy`)
+    // instead of waiting unanswered in the backlog; only `close` (or a
+    // signal) ends the broker.
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
+    let busy = Arc::new(AtomicBool::new(false));
+    let accepting = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("bus-control".into())
+            .spawn(move || accept_hosts(listener, shared, verifier, busy, closed_tx))
+    };
+    if accepting.is_err() {
+        let _ = std::fs::remove_file(path);
+        return refuse(Code::StorageUnavailable);
+    }
+    // Every sender gone (it cannot happen while the accept thread runs)
+    // counts as a close too: the broker never outlives its control socket.
+    let _ = closed_rx.recv();
+    mosaic_bus::host::notify::send("STOPPING=1\nSTATUS=closing");
+    let _ = std::fs::remove_file(path);
+    finish(shared, End::Closed)
+}
+
+/// The control socket's accept loop: one host at a time, of our own UID.
+fn accept_hosts(
+    listener: UnixListener,
+    shared: Shared,
+    verifier: VerifierFactory,
+    busy: Arc<AtomicBool>,
+    closed: std::sync::mpsc::Sender<()>,
+) {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    let end = loop {
-        let Ok((conn, _)) = listener.accept() else {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else {
             continue;
         };
         if peer_uid(&conn) != Some(me) {
@@ -241,31 +331,61 @@ fn control(path: &std::path::Path, shared: &Shared, verifier: VerifierFactory) -
                 code = "peer-uid",
                 "control connection from another user refused"
             );
+            turn_away(conn, Code::PeerUid);
             continue;
         }
-        match channel::serve(conn, shared, verifier) {
-            End::Lost => {
-                let booted = shared.lock().map(|g| g.is_some()).unwrap_or(false);
-                mosaic_bus::host::notify::send(if booted {
-                    "STATUS=booted; host disconnected, waiting for the host"
-                } else {
-                    "STATUS=waiting for the host"
-                });
-                continue;
-            }
-            End::BootRefused(code) => {
-                mosaic_bus::host::notify::send(&format!(
-                    "STATUS=waiting for the host (boot refused: {code})"
-                ));
-                tracing::warn!(code = code.as_str(), "boot refused");
-                continue;
-            }
-            End::Closed => break End::Closed,
+        if busy.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                code = "host-busy",
+                "a second host connection refused while one is connected"
+            );
+            turn_away(conn, Code::HostBusy);
+            continue;
         }
-    };
-    mosaic_bus::host::notify::send("STOPPING=1\nSTATUS=closing");
-    let _ = std::fs::remove_file(path);
-    finish(shared, end)
+        let (shared, host_busy, closed) = (shared.clone(), busy.clone(), closed.clone());
+        let served = std::thread::Builder::new()
+            .name("bus-host".into())
+            .spawn(move || {
+                let end = channel::serve(conn, &shared, verifier);
+                if end == End::Closed {
+                    // Stays busy: nobody else is let in while closing.
+                    let _ = closed.send(());
+                    return;
+                }
+                // Free the slot and say so under the runtime's lock: a next
+                // host is accepted from here on, but its boot (and the
+                // status line that goes with it) waits for this line.
+                let slot = shared.lock().unwrap_or_else(|p| p.into_inner());
+                host_busy.store(false, Ordering::SeqCst);
+                match end {
+                    End::BootRefused(code) => {
+                        mosaic_bus::host::notify::send(&format!(
+                            "STATUS=waiting for the host (boot refused: {code})"
+                        ));
+                        tracing::warn!(code = code.as_str(), "boot refused");
+                    }
+                    _ if slot.is_some() => mosaic_bus::host::notify::send(
+                        "STATUS=booted; host disconnected, waiting for the host",
+                    ),
+                    _ => mosaic_bus::host::notify::send("STATUS=waiting for the host"),
+                }
+                drop(slot);
+            });
+        if served.is_err() {
+            busy.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Answers a connection the broker will not serve with its code, then
+/// closes it. The reply is one short line, so the write does not block on
+/// a peer that never reads; the timeout only guards against the odd case.
+fn turn_away(mut conn: UnixStream, code: Code) {
+    use std::io::Write;
+    let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+    let reply = mosaic_bus::server::envelope::refusal(code, None);
+    let _ = writeln!(conn, "{reply}");
+    let _ = conn.shutdown(std::net::Shutdown::Both);
 }
 
 fn peer_uid(conn: &UnixStream) -> Option<u32> {
@@ -317,8 +437,19 @@ fn demo(dir: PathBuf, shared: &Shared) -> ExitCode {
     }
 }
 
+/// Set in the signal handler itself, at delivery: the first SIGTERM or
+/// SIGINT has arrived (the close it starts runs on a thread, later).
+static SIGNALLED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
 fn install_signals(shared: Shared) {
     use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [SIGTERM, SIGINT] {
+        if signal_hook::flag::register(sig, flag.clone()).is_err() {
+            tracing::warn!("cannot install signal handlers");
+        }
+    }
+    let _ = SIGNALLED.set(flag);
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) else {
         return;
     };
@@ -337,8 +468,11 @@ fn install_signals(shared: Shared) {
                 let s = shared.clone();
                 std::thread::spawn(move || {
                     mosaic_bus::host::notify::send("STOPPING=1\nSTATUS=closing");
-                    let rt = s.lock().ok().and_then(|mut g| g.take());
-                    if let Some(rt) = rt {
+                    // Held until the exit (see `finish`): a close already
+                    // under way elsewhere completes first, and nothing else
+                    // can end the process while this close runs.
+                    let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(rt) = slot.take() {
                         rt.close();
                     }
                     if let Some(p) = CONTROL_PATH.get() {

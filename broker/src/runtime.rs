@@ -1,6 +1,7 @@
 //! The embedded runtime: `start_broker(config)` does everything a boot does
-//! and returns a handle whose methods are the host ops. The forked and
-//! systemd modes drive this same handle from their host channel.
+//! and returns a handle whose methods are the host ops, one method per op
+//! (`close` included). The forked and systemd modes drive this same handle
+//! from their host channel (`host::ops` only parses and calls).
 
 use crate::config::{BootConfig, LaunchRecord};
 use crate::core::Core;
@@ -10,7 +11,7 @@ use crate::server::{self, Ctx};
 use crate::store::root::BusDir;
 use crate::store::Store;
 use crate::writer::Writer;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -244,6 +245,83 @@ impl Runtime {
         self.writer.run_blocking(move |c| {
             crate::verbs::launch::refuse(c, &cap, &code, subject.as_deref())
         })?
+    }
+
+    /// `credentialStatus`: the role's `{service, date, state}` rows (never a
+    /// token). `role` may be `@sync`, the business's tracker sync identity.
+    pub fn credential_status(&self, business: &str, role: &str) -> Result<Value, Code> {
+        let (business, role) = (business.to_string(), role.to_string());
+        self.writer.run_blocking(move |core| {
+            let b = core
+                .config
+                .businesses
+                .get(&business)
+                .ok_or(Code::UnknownBusiness)?;
+            let known = if role == crate::credentials::SYNC {
+                b.sync.is_some()
+            } else {
+                b.roles.contains_key(&role)
+            };
+            if !known {
+                return Err(Code::UnknownRole);
+            }
+            let now = crate::store::clock::now_ms();
+            Ok(Value::Array(
+                core.credentials.status_rows(&business, &role, now),
+            ))
+        })?
+    }
+
+    /// The trusted `recordEvent(cap, {kind, body, subject})`: `{event, at}`.
+    pub fn record_event(
+        &self,
+        cap: &str,
+        kind: &str,
+        body: Map<String, Value>,
+        subject: Option<&str>,
+    ) -> Result<Value, Code> {
+        let (cap, kind) = (cap.to_string(), kind.to_string());
+        let subject = subject.map(str::to_string);
+        self.writer.run_blocking(move |c| {
+            crate::host::records::record_event(c, &cap, &kind, body, subject.as_deref())
+        })?
+    }
+
+    /// `recordTask`: one task snapshot as task sync stores it; `fields: None`
+    /// is a tombstone. `{task_ref, seq, at}`.
+    pub fn record_task(
+        &self,
+        business: &str,
+        task_ref: &str,
+        read_at: &str,
+        fields: Option<Map<String, Value>>,
+    ) -> Result<Value, Code> {
+        let (business, task_ref) = (business.to_string(), task_ref.to_string());
+        let read_at = read_at.to_string();
+        self.writer.run_blocking(move |c| {
+            crate::host::records::record_task(c, &business, &task_ref, &read_at, fields)
+        })?
+    }
+
+    /// `checkPush`: the caller's `git.push.working` authority before a push.
+    pub fn check_push(&self, cap: &str, task_ref: &str) -> Result<Value, Code> {
+        let (cap, task_ref) = (cap.to_string(), task_ref.to_string());
+        self.writer
+            .run_blocking(move |c| crate::host::pushes::check_push(c, &cap, &task_ref))?
+    }
+
+    /// `recordPush`: the push record once the work ref moved.
+    pub fn record_push(&self, cap: &str, push: Map<String, Value>) -> Result<Value, Code> {
+        let cap = cap.to_string();
+        self.writer
+            .run_blocking(move |c| crate::host::pushes::record_push(c, &cap, push))?
+    }
+
+    /// `reviewFetch`: the requested review's `{project, commit, ref}`.
+    pub fn review_fetch(&self, cap: &str, args: Map<String, Value>) -> Result<Value, Code> {
+        let cap = cap.to_string();
+        self.writer
+            .run_blocking(move |c| crate::host::pushes::review_fetch(c, &cap, args))?
     }
 
     /// Closes in order: stop accepting, let in-flight requests finish (up to

@@ -791,3 +791,331 @@ fn an_empty_authority_map_boots_and_grants_nothing() {
     assert_eq!(r["ok"], json!(true), "{r}");
     b.close();
 }
+
+/// A host that sends SIGTERM and then drops its channel (what a host
+/// shutting down does) gets the signal's orderly close: exit 0, socket and
+/// lock removed, the database kept. A client stuck mid-frame keeps that close
+/// busy for its five seconds, long after the channel's EOF has arrived.
+#[test]
+fn sigterm_then_a_dropped_channel_still_closes_in_order_and_exits_zero() {
+    use std::io::Write;
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let mut stuck = std::os::unix::net::UnixStream::connect(&b.socket).unwrap();
+    stuck.write_all(br#"{"cap":"#).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill with our child's pid.
+    unsafe { libc::kill(b.child.id() as i32, libc::SIGTERM) };
+    b.drop_channel();
+    let s = b.wait(Duration::from_secs(20)).expect("exits");
+    assert_eq!(s.code(), Some(0), "stderr: {}", b.stderr());
+    let bus = root.path().join("bus");
+    assert!(
+        !bus.join("writer.lock").exists(),
+        "the close ran to its end"
+    );
+    assert!(!bus.join("bus.sock").exists());
+    assert!(bus.join("bus.sqlite").exists());
+    assert!(!b.stderr().contains("channel-lost"), "{}", b.stderr());
+    drop(stuck);
+}
+
+/// Exactly one mode: two modes, or one twice, is a usage error (exit 2,
+/// `{"error":"usage"}` last on stderr) and listens nowhere, whichever order.
+#[test]
+fn two_modes_on_one_command_line_are_a_usage_error() {
+    let dir = data_root();
+    let ctl = dir.path().join("control.sock");
+    let ctl_s = ctl.to_str().unwrap();
+    let other = dir.path().join("other.sock");
+    let other_s = other.to_str().unwrap();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        theirs.as_raw_fd()
+    };
+    for args in [
+        vec!["--host-fd", "3", "--control", ctl_s],
+        vec!["--control", ctl_s, "--host-fd", "3"],
+        vec!["--control", ctl_s, "--control", other_s],
+        vec!["--host-fd", "3", "--host-fd", "3"],
+        vec!["--control", ctl_s, "--demo"],
+        vec!["--demo", "--control", ctl_s],
+    ] {
+        let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+        cmd.args(&args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // fd 3 is a real socket, so only the second mode is wrong.
+        // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let status = status.unwrap_or_else(|| panic!("{args:?}: still running"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}");
+        assert_eq!(err.lines().last(), Some(r#"{"error":"usage"}"#), "{args:?}");
+        assert!(!ctl.exists() && !other.exists(), "{args:?} listened");
+        assert!(
+            !dir.path().join("mosaic-data").exists(),
+            "{args:?} ran the demo"
+        );
+    }
+    drop((ours, theirs));
+}
+
+/// `mosaic_bus::start_broker` gives a runtime with one method per host op,
+/// answering as the op does, and `close` removes the socket and the lock.
+#[test]
+fn the_embedded_runtime_offers_every_host_op_as_a_method() {
+    use mosaic_bus::config::LaunchRecord;
+    use mosaic_bus::Code;
+    let root = data_root();
+    let cfg = mosaic_bus::BootConfig::from_json(config(root.path())).expect("config");
+    let rt = mosaic_bus::start_broker(cfg).expect("start_broker");
+    let bus = root.path().join("bus");
+    assert!(bus.join("writer.lock").exists());
+    assert_eq!(rt.socket_path(), bus.join("bus.sock"));
+    let reader = rt.boot_reply()["readers"][0]["cap"]
+        .as_str()
+        .expect("reader cap")
+        .to_string();
+    let run = sleeper();
+    let record = LaunchRecord::from_json(launch("pm", "run-1", run.id())).expect("record");
+    let bound = rt.bind_launch(record).expect("bindLaunch");
+    let cap = bound["cap"].as_str().expect("cap").to_string();
+    assert_eq!(
+        rt.identity(&cap),
+        Ok(json!({"business": "acme", "role": "pm", "run": "run-1"}))
+    );
+    let claim = raw_request(
+        &rt.socket_path(),
+        format!("{}\n", json!({"cap": cap, "verb": "role.claim"})).as_bytes(),
+    );
+    assert_eq!(claim["ok"], json!(true), "{claim}");
+
+    let allowed = rt
+        .authorize(&cap, "message.send", Some("cto"), None, None)
+        .expect("authorize");
+    assert_eq!(allowed["allowed"], json!(true), "{allowed}");
+    assert!(rt.authorize_launch(&cap, "cto").is_ok());
+    assert!(rt.refuse(&cap, "capacity", None).is_ok());
+    assert_eq!(rt.credential_status("acme", "pm"), Ok(json!([])));
+    assert_eq!(
+        rt.credential_status("acme", "nobody"),
+        Err(Code::UnknownRole)
+    );
+    let fields = json!({"title": "Site", "done": false});
+    let task = rt
+        .record_task(
+            "acme",
+            "vikunja:1/7",
+            "2026-01-01T00:00:00.000Z",
+            fields.as_object().cloned(),
+        )
+        .expect("recordTask");
+    assert_eq!(task["task_ref"], json!("vikunja:1/7"));
+    let body = json!({"note": "seen"}).as_object().cloned().unwrap();
+    assert!(rt
+        .record_event(&cap, "tracker.note", body.clone(), None)
+        .is_ok());
+    assert_eq!(
+        rt.record_event(&reader, "tracker.note", body, None),
+        Err(Code::ReadOnly)
+    );
+    // The pm holds no git.push.working or review.verdict, and the business
+    // has no projects: refused, as the host ops refuse it.
+    assert_eq!(
+        rt.check_push(&cap, "vikunja:1/7"),
+        Err(Code::DecisionRequired)
+    );
+    let push = json!({"task_ref": "vikunja:1/7", "project": "site", "branch": "work/7",
+                      "ref": "refs/heads/work/7", "commit": "a".repeat(40), "previous": null});
+    assert_eq!(
+        rt.record_push(&cap, push.as_object().cloned().unwrap()),
+        Err(Code::UnknownProject)
+    );
+    let args =
+        json!({"task_ref": "vikunja:1/7", "request": "0190c1f5-0000-7000-8000-000000000000"});
+    assert_eq!(
+        rt.review_fetch(&cap, args.as_object().cloned().unwrap()),
+        Err(Code::RequestNotFound)
+    );
+    assert!(rt.end_launch("acme", "run-1", "done", Some(0)).is_ok());
+    assert_eq!(
+        rt.end_launch("acme", "run-1", "done", Some(0)),
+        Err(Code::RunEnded)
+    );
+    rt.close();
+    assert!(!bus.join("writer.lock").exists());
+    assert!(!bus.join("bus.sock").exists());
+    assert!(bus.join("bus.sqlite").exists());
+}
+
+/// `--host-fd` takes an open socket above 2: anything else is a usage error
+/// (exit 2, `{"error":"usage"}` last on stderr), a number that names no
+/// inherited descriptor too (the broker must not mistake one it opened
+/// itself for the host's).
+#[test]
+fn a_bad_host_fd_is_a_usage_error() {
+    use std::os::fd::AsRawFd;
+    let dir = data_root();
+    let file = std::fs::File::create(dir.path().join("not-a-socket")).unwrap();
+    // Well above 3, so that dup2 onto 3 really happens (and clears CLOEXEC).
+    // SAFETY: F_DUPFD_CLOEXEC on an open fd; the copy is closed below.
+    let high = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
+    assert!(high >= 100);
+    let cases: [(Option<&str>, bool); 8] = [
+        (None, false),
+        (Some("abc"), false),
+        (Some("-1"), false),
+        (Some("0"), false),
+        (Some("2"), false),
+        (Some("99"), false),
+        (Some("3"), false), // nothing inherited at 3
+        (Some("3"), true),  // a regular file at 3
+    ];
+    for (arg, file_at_3) in cases {
+        let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+        cmd.arg("--host-fd");
+        if let Some(a) = arg {
+            cmd.arg(a);
+        }
+        if file_at_3 {
+            // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(move || {
+                    if libc::dup2(high, 3) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("run mosaic-bus");
+        let end = std::time::Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let status = status.unwrap_or_else(|| panic!("{arg:?} {file_at_3}: still running"));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{arg:?} {file_at_3}");
+        assert_eq!(
+            err.lines().last(),
+            Some(r#"{"error":"usage"}"#),
+            "{arg:?} {file_at_3}"
+        );
+    }
+    // SAFETY: closing the copy made above.
+    unsafe { libc::close(high) };
+}
+
+/// The host's channel stays the broker's: the proof helper it spawns holds
+/// no copy of it (a copy would keep the channel open after the broker died,
+/// and let the helper talk to the host). Fd 7, since the helper's own
+/// channel is put at 3 and would hide a copy there.
+#[test]
+fn the_proof_helper_does_not_inherit_the_host_channel() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let root = data_root();
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let fd = theirs.as_raw_fd();
+    let mut cmd = std::process::Command::new(bin("mosaic-bus"));
+    cmd.args(["--host-fd", "7"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 7.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(theirs);
+    ours.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut host = std::io::BufReader::new(ours);
+    let boot = json!({"op": "boot", "config": config(root.path())});
+    host.get_mut()
+        .write_all(format!("{boot}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    host.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""ok":true"#), "{line}");
+
+    let pid = child.id();
+    let channel = std::fs::read_link(format!("/proc/{pid}/fd/7")).expect("fd 7");
+    assert!(
+        channel.to_string_lossy().starts_with("socket:"),
+        "{channel:?}"
+    );
+    // Children of every thread of the broker (/proc/<pid>/task/<tid>/children).
+    let mut helpers = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let kids = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        helpers.extend(kids.split_whitespace().map(str::to_string));
+    }
+    assert!(!helpers.is_empty(), "the broker runs its proof helper");
+    let mut leaked = Vec::new();
+    for helper in &helpers {
+        for fd in std::fs::read_dir(format!("/proc/{helper}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if std::fs::read_link(fd.path()).ok().as_ref() == Some(&channel) {
+                leaked.push(format!("{helper}: {:?}", fd.path()));
+            }
+        }
+    }
+    host.get_mut().write_all(b"{\"op\":\"close\"}\n").unwrap();
+    let _ = child.wait();
+    assert!(
+        leaked.is_empty(),
+        "the helper holds the host channel: {leaked:?}"
+    );
+}

@@ -552,3 +552,288 @@ fn every_unit_verifies_and_rates_two_or_lower() {
         assert!(s <= 2.0, "an exposure above 2.0:\n{text}");
     }
 }
+
+/// One host at a time: a connection that arrives while a host is connected
+/// is answered `host-busy` at once and closed (it does not wait unanswered
+/// in the backlog), the connected host is unaffected, and once it leaves the
+/// next host is served.
+#[test]
+fn a_second_host_connection_while_one_is_connected_gets_host_busy() {
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert!(c.next_notify().starts_with("STATUS=booted; serving "));
+
+    let mut second = c.host();
+    let mut line = String::new();
+    let n = second.0.read_line(&mut line).unwrap_or(0);
+    assert!(n > 0, "the second connection got no answer");
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).expect("JSON"),
+        json!({"ok": false, "error": "host-busy"})
+    );
+    line.clear();
+    assert_eq!(second.0.read_line(&mut line).unwrap_or(0), 0, "then closed");
+    assert!(c.stderr().contains("host-busy"), "{}", c.stderr());
+
+    let r = host.op(json!({"op": "identity", "cap": "nope", "id": 2}));
+    assert_eq!(
+        r,
+        json!({"ok": false, "error": "unknown-capability", "id": 2})
+    );
+    drop(host);
+    assert_eq!(
+        c.next_notify(),
+        "STATUS=booted; host disconnected, waiting for the host"
+    );
+    let mut next = c.host();
+    let r = next.op(json!({"op": "identity", "cap": "nope"}));
+    assert_eq!(r, json!({"ok": false, "error": "unknown-capability"}));
+    assert_eq!(next.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.next_notify(), "STOPPING=1\nSTATUS=closing");
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    assert!(!root.path().join("bus/writer.lock").exists());
+}
+
+/// A control-socket peer of another user (SO_PEERCRED) is answered
+/// `peer-uid` and closed; it does not take the host's place. Needs root, to
+/// connect as uid 65534.
+#[test]
+fn a_control_peer_of_another_user_gets_peer_uid() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: connecting as another user needs root");
+        return;
+    }
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    // The broker checked its directory at start; open both so that uid 65534
+    // can reach the socket at all (only SO_PEERCRED stands in its way).
+    std::fs::set_permissions(c.dir.path(), PermissionsExt::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(c.control_path(), PermissionsExt::from_mode(0o666)).unwrap();
+
+    // SAFETY: a zeroed sockaddr_un is valid; the path fits (checked).
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let path = c.control_path();
+    let bytes = path.as_os_str().as_encoded_bytes();
+    assert!(bytes.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let mut cmd = Command::new("cat");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if fd < 0
+                || libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) != 0
+                || libc::dup2(fd, 0) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("cat as uid 65534");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one reply line: {text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("JSON"),
+        json!({"ok": false, "error": "peer-uid"})
+    );
+    assert!(c.stderr().contains("peer-uid"), "{}", c.stderr());
+
+    // The broker's own user is still the host.
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+}
+
+/// Runs a `mosaic-bus` that should exit on its own; kills it after 15 s as a
+/// hang guard. Returns its status code and stderr.
+fn run_to_exit(mut cmd: Command) -> (Option<i32>, String) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env_remove("NOTIFY_SOCKET");
+    let mut child = cmd.spawn().expect("spawn mosaic-bus");
+    let end = Instant::now() + Duration::from_secs(15);
+    let code = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break s.code();
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    (code, err)
+}
+
+/// A second `--control` broker on the path a live broker listens on
+/// refuses `control-in-use` (exit 2) and leaves that broker and its socket
+/// alone; the first one still takes its host there.
+#[test]
+fn a_second_broker_on_a_live_control_socket_refuses_control_in_use() {
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    let mut cmd = Command::new(bin("mosaic-bus"));
+    cmd.arg("--control").arg(c.control_path());
+    let (code, err) = run_to_exit(cmd);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().last(), Some(r#"{"error":"control-in-use"}"#));
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+
+    // A socket nobody listens on (a crashed broker's) is replaced.
+    let dir = tempfile::Builder::new()
+        .prefix("mosaic-run-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o700)).unwrap();
+    let stale = dir.path().join("control.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let mut b = Command::new(bin("mosaic-bus"))
+        .arg("--control")
+        .arg(&stale)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .env_remove("NOTIFY_SOCKET")
+        .spawn()
+        .unwrap();
+    let mut host = None;
+    let end = Instant::now() + Duration::from_secs(15);
+    while host.is_none() && Instant::now() < end {
+        host = UnixStream::connect(&stale).ok();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut host = Host(BufReader::new(host.expect("the new broker listens")));
+    host.0
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(
+        host.op(json!({"op": "close"}))["error"],
+        json!("boot-required")
+    );
+    let _ = b.kill();
+    let _ = b.wait();
+}
+
+/// A boot line over the 4 MiB limit is still answered, `invalid-config`,
+/// and (in control mode) the broker waits for the next host.
+#[test]
+fn an_oversized_boot_is_answered_invalid_config() {
+    let root = data_root();
+    let mut c = Control::spawn(&[], &[]);
+    assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
+    let mut host = c.host();
+    // One byte over the limit and no newline: the broker has read it all
+    // when it refuses.
+    let big = vec![b'x'; mosaic_bus::host::channel::MAX_BOOT + 1];
+    host.0.get_mut().write_all(&big).expect("write");
+    let mut line = String::new();
+    let _ = host.0.read_line(&mut line);
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).ok(),
+        Some(json!({"ok": false, "error": "invalid-config"})),
+        "{line:?}"
+    );
+    assert_eq!(
+        c.next_notify(),
+        "STATUS=waiting for the host (boot refused: invalid-config)"
+    );
+    let mut host = c.host();
+    assert_eq!(host.boot(root.path())["ok"], json!(true));
+    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
+    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+}
+
+/// The control socket's directory must be ours and 0700, the path absolute,
+/// and anything at the path other than a socket is left alone: each refuses
+/// before anything listens.
+#[test]
+fn control_paths_that_are_not_private_refuse_before_listening() {
+    let dir = data_root();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, PermissionsExt::from_mode(0o755)).unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, PermissionsExt::from_mode(0o700)).unwrap();
+    let file = private.join("control.sock");
+    std::fs::write(&file, b"not a socket").unwrap();
+    for (path, code) in [
+        (PathBuf::from("relative/control.sock"), "usage"),
+        (open.join("control.sock"), "unsafe-path"),
+        (dir.path().join("missing/control.sock"), "unsafe-path"),
+        (file.clone(), "unsafe-path"),
+    ] {
+        let mut cmd = Command::new(bin("mosaic-bus"));
+        cmd.arg("--control").arg(&path).current_dir(dir.path());
+        let (status, err) = run_to_exit(cmd);
+        assert_eq!(status, Some(2), "{path:?}: {err}");
+        let want = format!("{{\"error\":\"{code}\"}}");
+        assert_eq!(err.lines().last(), Some(want.as_str()), "{path:?}");
+    }
+    assert!(!open.join("control.sock").exists());
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a socket");
+}
+
+/// Only `--control` reports to systemd: a forked broker with NOTIFY_SOCKET
+/// in its environment sends nothing there, boot to close.
+#[test]
+fn a_forked_broker_never_notifies() {
+    let root = data_root();
+    let run = tempfile::Builder::new()
+        .prefix("mosaic-run-")
+        .tempdir()
+        .unwrap();
+    let notify_path = run.path().join("notify");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    let first = json!({"op": "boot", "config": config(root.path())});
+    let (b, reply) = Broker::spawn_with(
+        root.path(),
+        first,
+        &[("NOTIFY_SOCKET", notify_path.to_str().unwrap())],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    b.close();
+    // The broker has exited: whatever it sent is already queued here.
+    notify.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 256];
+    let got = notify.recv(&mut buf);
+    assert!(
+        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a forked broker notified: {:?}",
+        got.map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    );
+}

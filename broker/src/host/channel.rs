@@ -75,6 +75,11 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
     if !booted {
         let line = match read_line(&mut reader, MAX_BOOT) {
             Ok(Some(l)) => l,
+            // Too long to be a boot: still answerable, so answered.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let _ = send(&mut writer, &refusal(Code::InvalidConfig, None));
+                return End::BootRefused(Code::InvalidConfig);
+            }
             Ok(None) | Err(_) => return End::Lost,
         };
         // Hold the slot while booting, so a signal that arrives meanwhile

@@ -157,26 +157,7 @@ fn credential_status(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, C
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer().run_blocking(move |core| {
-        let b = core
-            .config
-            .businesses
-            .get(&business)
-            .ok_or(Code::UnknownBusiness)?;
-        // `@sync` is the business's tracker sync identity (`business/@sync`).
-        let known = if role == crate::credentials::SYNC {
-            b.sync.is_some()
-        } else {
-            b.roles.contains_key(&role)
-        };
-        if !known {
-            return Err(Code::UnknownRole);
-        }
-        let now = crate::store::clock::now_ms();
-        Ok(Value::Array(
-            core.credentials.status_rows(&business, &role, now),
-        ))
-    })?
+    rt.credential_status(&business, &role)
 }
 
 fn record_event(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
@@ -193,9 +174,7 @@ fn record_event(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> 
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer().run_blocking(move |c| {
-        super::records::record_event(c, &cap, &kind, body, subject.as_deref())
-    })?
+    rt.record_event(&cap, &kind, body, subject.as_deref())
 }
 
 fn record_task(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
@@ -210,9 +189,7 @@ fn record_task(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer().run_blocking(move |c| {
-        super::records::record_task(c, &business, &task_ref, &read_at, fields)
-    })?
+    rt.record_task(&business, &task_ref, &read_at, fields)
 }
 
 fn check_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
@@ -221,8 +198,7 @@ fn check_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer()
-        .run_blocking(move |c| super::pushes::check_push(c, &cap, &task_ref))?
+    rt.check_push(&cap, &task_ref)
 }
 
 fn record_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
@@ -233,8 +209,7 @@ fn record_push(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer()
-        .run_blocking(move |c| super::pushes::record_push(c, &cap, push))?
+    rt.record_push(&cap, push)
 }
 
 fn review_fetch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> {
@@ -245,6 +220,5 @@ fn review_fetch(rt: &Runtime, mut m: Map<String, Value>) -> Result<Value, Code> 
     if !m.is_empty() {
         return Err(Code::InvalidRequest);
     }
-    rt.writer()
-        .run_blocking(move |c| super::pushes::review_fetch(c, &cap, args))?
+    rt.review_fetch(&cap, args)
 }
