@@ -1456,3 +1456,161 @@ fn credentials_are_for_human_and_reader_sessions() {
         Err(Code::InvalidRequest)
     );
 }
+
+/// The notices `pm` has been sent by the bus, oldest first.
+fn bus_notices(e: &Env) -> Vec<(String, String, String, String, String)> {
+    let conn = e.core.store.conn();
+    let mut st = conn
+        .prepare(
+            "SELECT from_run, to_role, class, in_reply_to, body FROM messages
+             WHERE from_role = '_bus' ORDER BY seq",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+#[test]
+fn a_send_to_a_role_nobody_holds_waits_and_tells_the_launcher_once() {
+    let mut acme = biz("acme");
+    acme["launch"] = json!({"by": "pm", "instances": ["cto"]});
+    acme["roles"]["dev"]["authority"]["withinRole"] = json!(["message.send"]);
+    let mut e = Env::build(acme, None);
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+
+    // The human to an unheld instance the launcher may launch.
+    let sent = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "Plan?"}),
+    );
+    let id = sent["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        sent["waiting"],
+        json!({"role": "cto", "launcher": "pm", "told": true,
+               "launcherRunning": true, "launchable": true})
+    );
+    let notices = bus_notices(&e);
+    assert_eq!(notices.len(), 1);
+    let (run, to, class, reply_to, body) = notices[0].clone();
+    assert_eq!(
+        (run.as_str(), to.as_str(), class.as_str()),
+        ("bus", "pm", "RESULT")
+    );
+    assert_eq!(reply_to, id);
+    assert_eq!(
+        body,
+        format!(
+            "Message {id} from human to cto waits: cto has no running session. Launch cto \
+             within the launch block's limits, or tell human why not with message.send \
+             in_reply_to {id}."
+        )
+    );
+    // It reaches the launcher like any message, as a reply to the waiting one.
+    let got = e.ok(&pm, "message.receive", Value::Null);
+    let m = &got["messages"][0];
+    assert_eq!(m["from_role"], json!("_bus"));
+    assert_eq!(m["in_reply_to"], json!(id));
+    assert!(m["decision"].is_null());
+
+    // A role to an instance outside launch.instances: told, not launchable.
+    let cto = role("cto", "run-c");
+    e.ok(&cto, "role.claim", Value::Null);
+    let sent = e.ok(
+        &cto,
+        "message.send",
+        json!({"to": "dev", "body": "Review?"}),
+    );
+    let id = sent["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        sent["waiting"],
+        json!({"role": "dev", "launcher": "pm", "told": true,
+               "launcherRunning": true, "launchable": false})
+    );
+    let notices = bus_notices(&e);
+    assert_eq!(notices.len(), 2);
+    assert_eq!(
+        notices[1].4,
+        format!(
+            "Message {id} from cto to dev waits: dev has no running session and isn't in \
+             the launch block's instances, so a launch of dev is refused. Tell cto why not \
+             with message.send in_reply_to {id}."
+        )
+    );
+
+    // No notice: from the launcher itself, or from the tester.
+    let sent = e.ok(&pm, "message.send", json!({"to": "dev", "body": "Hi"}));
+    assert_eq!(
+        sent["waiting"],
+        json!({"role": "dev", "launcher": "pm", "told": false,
+               "launcherRunning": true, "launchable": false})
+    );
+    let sent = e.ok(
+        &tester(),
+        "message.send",
+        json!({"to": "dev", "body": "[mos test] hi"}),
+    );
+    assert_eq!(sent["waiting"]["told"], json!(false));
+    assert_eq!(bus_notices(&e).len(), 2);
+
+    // A held target, and the human's own address, carry no waiting at all.
+    let sent = e.ok(&human(), "message.send", json!({"to": "cto", "body": "Go"}));
+    assert!(sent.get("waiting").is_none(), "{sent}");
+    let sent = e.ok(&cto, "message.send", json!({"to": "human", "body": "Done"}));
+    assert!(sent.get("waiting").is_none(), "{sent}");
+
+    // The launcher itself, stopped: nobody to tell about it.
+    e.ok(&pm, "role.release", Value::Null);
+    let sent = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "pm", "body": "Back?"}),
+    );
+    assert_eq!(
+        sent["waiting"],
+        json!({"role": "pm", "launcher": "pm", "told": false,
+               "launcherRunning": false, "launchable": false})
+    );
+    // A notice to a stopped launcher still goes out and waits for its claim.
+    let sent = e.ok(&cto, "message.send", json!({"to": "dev", "body": "Again"}));
+    assert_eq!(sent["waiting"]["told"], json!(true));
+    assert_eq!(sent["waiting"]["launcherRunning"], json!(false));
+    assert_eq!(bus_notices(&e).len(), 3);
+}
+
+#[test]
+fn without_a_launch_block_a_waiting_send_tells_nobody() {
+    let mut e = Env::new();
+    let sent = e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "cto", "body": "Plan?"}),
+    );
+    assert_eq!(
+        sent["waiting"],
+        json!({"role": "cto", "launcher": null, "told": false,
+               "launcherRunning": null, "launchable": null})
+    );
+    assert!(bus_notices(&e).is_empty());
+}
+
+#[test]
+fn a_refused_send_leaves_no_notice() {
+    let mut acme = biz("acme");
+    acme["launch"] = json!({"by": "pm", "instances": ["cto"]});
+    let mut e = Env::build(acme, None);
+    // dev has no message.send authority: refused, and nothing is written.
+    let dev = role("dev", "run-d");
+    e.ok(&dev, "role.claim", Value::Null);
+    let before = e.counts();
+    assert!(e
+        .call(&dev, "message.send", json!({"to": "cto", "body": "x"}))
+        .is_err());
+    assert_eq!(e.counts(), before);
+    assert!(bus_notices(&e).is_empty());
+}

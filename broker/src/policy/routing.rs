@@ -174,6 +174,70 @@ pub fn launch_allowed(latest: Option<&str>) -> bool {
     latest != Some("launch.revoked")
 }
 
+/// The sender and run of the bus's own messages (launch notices).
+pub const BUS_SENDER: &str = "_bus";
+pub const BUS_RUN: &str = "bus";
+
+/// What a `message.send` to a role no run holds says about it (3i, rows 146
+/// and 152): the `waiting` field of the send's result, and the notice to the
+/// business's launcher when one goes out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// `launch.by`, or `None` without a launch block.
+    pub launcher: Option<String>,
+    /// Whether a notice goes to the launcher.
+    pub told: bool,
+    /// Whether a run holds `launch.by` (`None` without a launch block).
+    pub launcher_running: Option<bool>,
+    /// Whether the target is one of `launch.instances` (`None` without a
+    /// launch block; false for `launch.by` itself).
+    pub launchable: Option<bool>,
+}
+
+/// Decides the `waiting` of a send to `to`, which no run holds. `sender` is
+/// the sending role instance or `human`; `None` for the tester, whose
+/// messages authorize nothing and so tell nobody.
+pub fn waiting(
+    business: &Business,
+    to: &str,
+    sender: Option<&str>,
+    launcher_running: bool,
+) -> Waiting {
+    match &business.launch {
+        None => Waiting {
+            launcher: None,
+            told: false,
+            launcher_running: None,
+            launchable: None,
+        },
+        Some(l) => Waiting {
+            launcher: Some(l.by.clone()),
+            // Not the launcher about itself, not the launcher about its own
+            // message (the result tells it), not a tester's message.
+            told: to != l.by && sender.is_some_and(|s| s != l.by),
+            launcher_running: Some(launcher_running),
+            launchable: Some(to != l.by && l.instances.iter().any(|i| i == to)),
+        },
+    }
+}
+
+/// The launcher's notice about message `id` from `sender` to `to`.
+pub fn launch_notice_body(id: &str, sender: &str, to: &str, launchable: bool) -> String {
+    if launchable {
+        format!(
+            "Message {id} from {sender} to {to} waits: {to} has no running session. \
+             Launch {to} within the launch block's limits, or tell {sender} why not \
+             with message.send in_reply_to {id}."
+        )
+    } else {
+        format!(
+            "Message {id} from {sender} to {to} waits: {to} has no running session \
+             and isn't in the launch block's instances, so a launch of {to} is refused. \
+             Tell {sender} why not with message.send in_reply_to {id}."
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,13 +160,13 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
             decision: decision.as_deref(),
             ..Default::default()
         };
-        let request = match caller {
+        let (request, sender) = match caller {
             Caller::Reader { .. } => return Err(Code::ReadOnly),
             Caller::Tester { .. } => {
                 m.from_role = TESTER;
                 m.from_run = TESTER_RUN;
                 msgs::insert_message(t, &m)?;
-                None
+                (None, None)
             }
             Caller::Human { .. } => {
                 let input = evidence::insert_event(
@@ -184,7 +184,7 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                 m.from_run = HUMAN_RUN;
                 m.request = Some(&input.id);
                 msgs::insert_message(t, &m)?;
-                Some(input.id.clone())
+                (Some(input.id.clone()), Some(HUMAN))
             }
             Caller::Role { role, run, .. } => {
                 if to == TESTER && reply_from.as_deref() != Some(TESTER) {
@@ -230,10 +230,46 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                 m.from_role = role;
                 m.from_run = run;
                 msgs::insert_message(t, &m)?;
-                None
+                (None, Some(role.as_str()))
             }
         };
-        Ok(json!({"id": id, "request": request}))
+        let mut result = json!({"id": id, "request": request});
+        // A role no run holds: say so, and tell the launcher (3i launch
+        // notices), in this same transaction.
+        if is_role && evidence::holder(&t.tx, b, &to)?.is_none() {
+            let launcher_running = match &biz.launch {
+                Some(l) => evidence::holder(&t.tx, b, &l.by)?.is_some(),
+                None => false,
+            };
+            let w = routing::waiting(biz, &to, sender, launcher_running);
+            if let (true, Some(launcher), Some(from)) = (w.told, &w.launcher, sender) {
+                let body =
+                    routing::launch_notice_body(&id, from, &to, w.launchable.unwrap_or(false));
+                let notice_id = ids::uuid();
+                msgs::insert_message(
+                    t,
+                    &NewMessage {
+                        id: &notice_id,
+                        business: b,
+                        from_role: routing::BUS_SENDER,
+                        from_run: routing::BUS_RUN,
+                        to_role: launcher,
+                        class: "RESULT",
+                        body: &body,
+                        in_reply_to: Some(&id),
+                        ..Default::default()
+                    },
+                )?;
+            }
+            result["waiting"] = json!({
+                "role": to,
+                "launcher": w.launcher,
+                "told": w.told,
+                "launcherRunning": w.launcher_running,
+                "launchable": w.launchable,
+            });
+        }
+        Ok(result)
     })
 }
 
