@@ -226,8 +226,23 @@ fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
         t.elapsed().as_secs_f64() * 1e6
     };
     // Settle the WAL as [`settle_wal`] does for the broker.
+    let out = settle_then_time(&wal, batch, n, &mut sends);
+    drop(core);
+    drop(bus);
+    out
+}
+
+/// Runs `sends(from, batch)` (one commit of `batch` sends, returning its
+/// µs) until the WAL file `wal` stops growing, as [`settle_wal`] does for
+/// the broker, then times commits until `n` sends are done.
+fn settle_then_time(
+    wal: &Path,
+    batch: usize,
+    n: usize,
+    mut sends: impl FnMut(usize, usize) -> f64,
+) -> Value {
     let mut done = 0;
-    until_settled(&wal, || {
+    until_settled(wal, || {
         for _ in 0..50 {
             sends(done, batch);
             done += batch;
@@ -240,10 +255,7 @@ fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
         done += batch;
         lat.extend(std::iter::repeat_n(per_send, batch));
     }
-    let wall = t0.elapsed();
-    drop(core);
-    drop(bus);
-    summary(lat, wall)
+    summary(lat, t0.elapsed())
 }
 
 /// The least any broker that keeps this spec's evidence must write for one
@@ -303,21 +315,7 @@ fn spec_minimum(dir: &Path, batch: usize, n: usize) -> Value {
         }
         t.elapsed().as_secs_f64() * 1e6
     };
-    let mut done = 0;
-    until_settled(&wal, || {
-        for _ in 0..50 {
-            sends(done, batch);
-            done += batch;
-        }
-    });
-    let mut lat = Vec::with_capacity(n);
-    let t0 = Instant::now();
-    while lat.len() < n {
-        let per_send = sends(done, batch) / batch as f64;
-        done += batch;
-        lat.extend(std::iter::repeat_n(per_send, batch));
-    }
-    summary(lat, t0.elapsed())
+    settle_then_time(&wal, batch, n, sends)
 }
 
 struct Broker {
