@@ -50,22 +50,16 @@ fn main() {
         run: "run-bench-1".into(),
     };
     dispatch(&mut core, &caller, "role.claim", None).expect("claim");
-    // Experiments only: drop the named triggers to see what they cost.
-    if let Ok(names) = std::env::var("DROP_TRIGGERS") {
-        for t in names.split(',').filter(|t| !t.is_empty()) {
-            core.store
-                .conn()
-                .execute_batch(&format!("DROP TRIGGER {t}"))
-                .expect("drop trigger");
-        }
-    }
-    // Experiments only: drop the named indexes to see what they cost.
-    if let Ok(names) = std::env::var("DROP_INDEXES") {
-        for i in names.split(',').filter(|i| !i.is_empty()) {
-            core.store
-                .conn()
-                .execute_batch(&format!("DROP INDEX {i}"))
-                .expect("drop index");
+    // Experiments only: drop the named triggers and indexes to see what
+    // they cost (DROP_TRIGGERS=a,b DROP_INDEXES=c).
+    for (var, kind) in [("DROP_TRIGGERS", "TRIGGER"), ("DROP_INDEXES", "INDEX")] {
+        if let Ok(names) = std::env::var(var) {
+            for name in names.split(',').filter(|n| !n.is_empty()) {
+                core.store
+                    .conn()
+                    .execute_batch(&format!("DROP {kind} {name}"))
+                    .expect("drop");
+            }
         }
     }
     let mut lat = Vec::with_capacity(n);

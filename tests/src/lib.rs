@@ -93,6 +93,19 @@ pub fn launch(role: &str, run: &str, pid: u32) -> Value {
            "pid": pid, "startTime": start_time(pid)})
 }
 
+/// Polls `child` until it exits, or `limit` passes (`None`: it is left
+/// running, for the caller to kill or keep).
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 /// A real `mosaic-bus --host-fd 3` child and our end of its channel.
 pub struct Broker {
     pub child: Child,
@@ -211,14 +224,7 @@ impl Broker {
 
     /// Waits for the child to exit.
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let end = Instant::now() + limit;
-        while Instant::now() < end {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        wait_exit(&mut self.child, limit)
     }
 
     /// Sends `{"op":"close"}` and waits for exit 0.

@@ -251,22 +251,7 @@ fn a_forged_raw_request_naming_another_pid_is_refused() {
     );
     // A process without the shim's executable that names itself truthfully
     // (a capability-less child, as any agent's process would be).
-    let script = r#"
-import json, os, socket, sys
-st = open('/proc/self/stat').read()
-start = int(st[st.rindex(')') + 2:].split(' ')[19])
-req = {"human": {"pid": os.getpid(), "startTime": start, "nonce": "0123456789abcdef0123456789abcdef"},
-       "business": "acme", "verb": "trail", "args": {"subject": "x"}}
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall((json.dumps(req) + "\n").encode()); s.shutdown(socket.SHUT_WR)
-print(s.makefile().readline().strip())
-"#;
-    let mut cmd = Command::new("python3");
-    cmd.arg("-c").arg(script).arg(&b.socket).env_clear();
-    // SAFETY: only prctl between fork and exec.
-    unsafe { cmd.pre_exec(drop_bounding_set) };
-    let out = cmd.output().unwrap();
-    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    let v = truthful_non_shim(&b.socket, "human", "acme");
     assert_eq!(v, json!({"ok": false, "error": "proof-exe"}));
     let _ = me;
     b.close();
@@ -675,22 +660,7 @@ fn an_unproven_request_learns_nothing_about_the_configured_businesses() {
         );
     }
     // A truthful process that is not the shim, naming an unknown business.
-    let script = r#"
-import json, os, socket, sys
-st = open('/proc/self/stat').read()
-start = int(st[st.rindex(')') + 2:].split(' ')[19])
-req = {"tester": {"pid": os.getpid(), "startTime": start, "nonce": "0123456789abcdef0123456789abcdef"},
-       "business": "globex", "verb": "trail", "args": {"subject": "x"}}
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall((json.dumps(req) + "\n").encode()); s.shutdown(socket.SHUT_WR)
-print(s.makefile().readline().strip())
-"#;
-    let mut cmd = Command::new("python3");
-    cmd.arg("-c").arg(script).arg(&b.socket).env_clear();
-    // SAFETY: only prctl between fork and exec.
-    unsafe { cmd.pre_exec(drop_bounding_set) };
-    let out = cmd.output().unwrap();
-    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    let v = truthful_non_shim(&b.socket, "tester", "globex");
     assert_eq!(v, json!({"ok": false, "error": "proof-exe"}));
     // A proven human naming an unknown business is told so.
     let io = env_dir();
@@ -709,4 +679,32 @@ print(s.makefile().readline().strip())
     assert_eq!(r, json!({"ok": false, "error": "unknown-business"}));
     assert_eq!(rc, 1);
     b.close();
+}
+
+/// Sends a `trail` request from a Python process that is not the shim but
+/// names itself truthfully (its own pid and start time, a capability-less
+/// child as any agent's process would be), under the proof key `key`
+/// (`human` or `tester`) for `business`; returns the reply.
+fn truthful_non_shim(socket: &Path, key: &str, business: &str) -> Value {
+    let script = r#"
+import json, os, socket, sys
+st = open('/proc/self/stat').read()
+start = int(st[st.rindex(')') + 2:].split(' ')[19])
+req = {sys.argv[2]: {"pid": os.getpid(), "startTime": start, "nonce": "0123456789abcdef0123456789abcdef"},
+       "business": sys.argv[3], "verb": "trail", "args": {"subject": "x"}}
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall((json.dumps(req) + "\n").encode()); s.shutdown(socket.SHUT_WR)
+print(s.makefile().readline().strip())
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(socket)
+        .arg(key)
+        .arg(business)
+        .env_clear();
+    // SAFETY: only prctl between fork and exec.
+    unsafe { cmd.pre_exec(drop_bounding_set) };
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(out.stdout.trim_ascii()).unwrap()
 }

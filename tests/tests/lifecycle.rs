@@ -860,18 +860,11 @@ fn two_modes_on_one_command_line_are_a_usage_error() {
             });
         }
         let mut child = cmd.spawn().unwrap();
-        let end = std::time::Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if std::time::Instant::now() > end {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = wait_exit(&mut child, Duration::from_secs(10));
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let status = status.unwrap_or_else(|| panic!("{args:?}: still running"));
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -1019,18 +1012,11 @@ fn a_bad_host_fd_is_a_usage_error() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().expect("run mosaic-bus");
-        let end = std::time::Instant::now() + Duration::from_secs(15);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if std::time::Instant::now() > end {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = wait_exit(&mut child, Duration::from_secs(15));
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let status = status.unwrap_or_else(|| panic!("{arg:?} {file_at_3}: still running"));
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();

@@ -74,14 +74,7 @@ impl Control {
     }
 
     fn wait(&mut self, limit: Duration) -> Option<i32> {
-        let end = Instant::now() + limit;
-        while Instant::now() < end {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return Some(s.code().unwrap_or(-1));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        wait_exit(&mut self.child, limit).map(|s| s.code().unwrap_or(-1))
     }
 
     fn stderr(&self) -> String {
@@ -674,17 +667,13 @@ fn run_to_exit(mut cmd: Command) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .env_remove("NOTIFY_SOCKET");
     let mut child = cmd.spawn().expect("spawn mosaic-bus");
-    let end = Instant::now() + Duration::from_secs(15);
-    let code = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break s.code();
-        }
-        if Instant::now() > end {
+    let code = match wait_exit(&mut child, Duration::from_secs(15)) {
+        Some(s) => s.code(),
+        None => {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            None
         }
-        std::thread::sleep(Duration::from_millis(10));
     };
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {

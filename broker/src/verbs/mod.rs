@@ -17,7 +17,7 @@ use crate::error::Code;
 use serde_json::{Map, Value};
 
 /// Every verb this build serves.
-const SERVED: &[&str] = &[
+pub const SERVED: &[&str] = &[
     "role.claim",
     "role.release",
     "role.revoke",
