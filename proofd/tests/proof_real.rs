@@ -173,11 +173,27 @@ fn start_tree_caps(
         parent: it.next().unwrap(),
         target: it.next().unwrap(),
     };
-    // Wait until the target has exec'd (its exe is the stand-in shim).
-    wait_for("the target to exec", || {
-        (procfs::read_exe(tree.target).ok()? == target).then_some(())
-    });
+    let keys: Vec<&str> = target_env.iter().map(|(k, _)| *k).collect();
+    wait_for_exec(&tree, target, &keys);
     tree
+}
+
+/// Waits until the target has exec'd the stand-in shim and its new
+/// environment is in place. The kernel points `/proc/<pid>/exe` at the new
+/// program before it sets up the new stack, so for a moment the target's
+/// `environ` reads empty (a proof taken then fails on its nonce). A real
+/// shim only sends its request once running, long after that.
+fn wait_for_exec(tree: &Tree, target: &Path, env_keys: &[&str]) {
+    wait_for("the target to exec", || {
+        if procfs::read_exe(tree.target).ok()? != target {
+            return None;
+        }
+        let env = procfs::read_environ(tree.target).ok()?;
+        env_keys
+            .iter()
+            .all(|k| env.iter().any(|(name, _)| name == k.as_bytes()))
+            .then_some(())
+    });
 }
 
 /// Empties the capability bounding set, so that a tree started by a root
@@ -718,9 +734,7 @@ child.wait()
         parent: it.next().unwrap(),
         target: it.next().unwrap(),
     };
-    wait_for("the target to exec", || {
-        (procfs::read_exe(tree.target).ok()? == target).then_some(())
-    });
+    wait_for_exec(&tree, target, &[var]);
     tree
 }
 
