@@ -56,6 +56,11 @@ codes! {
     JournalMode => "journal-mode",
     /// A stored timestamp is not canonical or not strictly increasing.
     Timestamp => "timestamp",
+    /// `mosaic-migrate` found no store at `<dataRoot>/bus/bus.sqlite`; it never creates one.
+    StoreMissing => "store-missing",
+    /// A migration step failed or did not produce its target schema; that step rolled back and
+    /// the store stays at the version before it.
+    MigrationStep => "migration-step",
     /// The requirements file is missing, unreadable or malformed.
     InvalidRequirements => "invalid-requirements",
     /// The first host message was not a boot.

@@ -374,6 +374,15 @@ fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
 /// [`quick_check`], [`foreign_keys`] and the timestamps of every row (in
 /// [`latest_timestamp`]).
 fn verify_schema(conn: &Connection) -> Result<(), Code> {
+    if stored_version(conn)? != schema::SCHEMA_VERSION {
+        return Err(Code::SchemaVersion);
+    }
+    check_pin(conn, &schema::CURRENT)
+}
+
+/// The schema version a store says it is at: `schema-metadata` when it has
+/// no `meta` table or no version in it.
+pub fn stored_version(conn: &Connection) -> Result<String, Code> {
     let has_meta: bool = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -385,19 +394,24 @@ fn verify_schema(conn: &Connection) -> Result<(), Code> {
     if !has_meta {
         return Err(Code::SchemaMetadata);
     }
-    let meta = |key: &str| -> Result<String, Code> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .map_err(|_| Code::SchemaMetadata)
-    };
-    if meta("schema_version")? != schema::SCHEMA_VERSION {
-        return Err(Code::SchemaVersion);
-    }
-    if meta("schema_sha256")? != schema::SCHEMA_SHA256
-        || schema::sha256_hex(schema::SCHEMA_SQL.as_bytes()) != schema::SCHEMA_SHA256
+    meta_value(conn, "schema_version")
+}
+
+fn meta_value(conn: &Connection, key: &str) -> Result<String, Code> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .map_err(|_| Code::SchemaMetadata)
+}
+
+/// Checks a store against the pin of the version it says it is at: the
+/// source digest in `meta` and of the pinned text (`schema-digest`), the
+/// `sqlite_master` digest (`schema-digest`) and WAL mode (`journal-mode`).
+pub fn check_pin(conn: &Connection, pin: &schema::Pin<'_>) -> Result<(), Code> {
+    if meta_value(conn, "schema_sha256")? != pin.sha256
+        || schema::sha256_hex(pin.sql.as_bytes()) != pin.sha256
     {
         return Err(Code::SchemaDigest);
     }
-    if schema::master_digest(conn).map_err(storage)? != schema::MASTER_SHA256 {
+    if schema::master_digest(conn).map_err(storage)? != pin.master {
         return Err(Code::SchemaDigest);
     }
     let mode: String = conn
@@ -407,6 +421,15 @@ fn verify_schema(conn: &Connection) -> Result<(), Code> {
         return Err(Code::JournalMode);
     }
     Ok(())
+}
+
+/// The whole-store checks of an open, one after the other on one
+/// connection: `quick_check` and `foreign_key_check` (`integrity`), then
+/// every row's timestamp (`timestamp`). Returns the latest timestamp.
+pub fn whole_store_checks(conn: &Connection) -> Result<i64, Code> {
+    quick_check(conn)?;
+    foreign_keys(conn)?;
+    latest_timestamp(conn)
 }
 
 /// `PRAGMA quick_check`.

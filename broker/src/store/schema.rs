@@ -11,6 +11,25 @@ pub const SCHEMA_SHA256: &str = "6c5f5f1f8cd72aa447b7839a3bf69bf1108cdbaa5524542
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
 pub const MASTER_SHA256: &str = "5d53bc58870af536406d5a7f6a718cf6d649e3fde5b9ca59671e11201a8c75f6";
 
+/// What a store at one schema version must show: its version string in
+/// `meta`, the source text it was made from (and that text's SHA-256, also
+/// in `meta`), and the digest of the `sqlite_master` it produces.
+#[derive(Debug, Clone, Copy)]
+pub struct Pin<'a> {
+    pub version: &'a str,
+    pub sql: &'a str,
+    pub sha256: &'a str,
+    pub master: &'a str,
+}
+
+/// The version this broker runs; the only one it opens.
+pub const CURRENT: Pin<'static> = Pin {
+    version: SCHEMA_VERSION,
+    sql: SCHEMA_SQL,
+    sha256: SCHEMA_SHA256,
+    master: MASTER_SHA256,
+};
+
 /// Tables whose rows carry broker timestamps.
 pub const EVIDENCE_TABLES: &[&str] = &[
     "events",

@@ -1,0 +1,58 @@
+//! `mosaic-migrate /absolute/dataRoot`: migrates a stopped bus's store to
+//! the schema this build's broker runs. Prints one JSON line per step and a
+//! last `{"ok":true,"from":V,"to":V,"steps":[...]}`; a refusal prints
+//! `{"error":CODE}` on stderr and exits 2.
+
+use mosaic_bus::error::Code;
+use mosaic_migrate::{lineage, migrate, steps};
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+const HELP: &str = "\
+mosaic-migrate /absolute/dataRoot
+
+Offline schema migration of the bus store at <dataRoot>/bus/bus.sqlite.
+Run it only with the bus stopped and after a consistent backup. It takes
+the broker's writer lock, checks the store, runs each migration step in a
+transaction of its own, and prints one JSON line per step, then a ready
+line. A store already at the current version is checked and left alone.
+Exit 0 when the store is current; 2 with {\"error\":CODE} on stderr otherwise.
+";
+
+fn refuse(code: Code) -> ExitCode {
+    eprintln!("{}", json!({"error": code.as_str()}));
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    // SAFETY: umask has no preconditions; nothing we create is for others.
+    unsafe { libc::umask(0o077) };
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let root = match args.as_slice() {
+        [a] if a == "--help" || a == "-h" => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        [a] if a == "--version" || a == "-V" => {
+            println!("mosaic-migrate {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        [a] if !a.as_encoded_bytes().starts_with(b"-") => Path::new(a),
+        _ => return refuse(Code::Usage),
+    };
+    let stdout = std::io::stdout();
+    let mut print = |line: &str| {
+        let mut o = stdout.lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    match migrate(root, lineage::VERSIONS, steps::STEPS, &mut print) {
+        Ok(r) => {
+            print(&json!({"ok": true, "from": r.from, "to": r.to, "steps": r.steps}).to_string());
+            ExitCode::SUCCESS
+        }
+        Err(code) => refuse(code),
+    }
+}

@@ -1,0 +1,172 @@
+//! The migration itself: find the store, hold the writer lock, check the
+//! store at its version, run the steps after it one transaction each.
+//!
+//! Invariants: nothing is created (a missing store refuses before `bus/`
+//! is touched); every refusal is a static [`Code`]; a step commits whole or
+//! not at all, and a committed step stays even when a later one refuses,
+//! so a rerun resumes from the version the store reached.
+
+use crate::steps::Step;
+use mosaic_bus::error::Code;
+use mosaic_bus::store::root::{check_private, BusDir, BUS_DIR, DB_FILE};
+use mosaic_bus::store::schema::{master_digest, sha256_hex, Pin};
+use mosaic_bus::store::{check_pin, stored_version, whole_store_checks};
+use rusqlite::{Connection, OpenFlags};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// What a migration did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The version the store was at.
+    pub from: String,
+    /// The version it is at now.
+    pub to: String,
+    /// The steps run, in order (empty when it was already current).
+    pub steps: Vec<String>,
+}
+
+/// Holds the writer lock; gives it back however the migration ends.
+struct Held(BusDir);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.release_lock();
+    }
+}
+
+/// Migrates the store under `data_root` along `versions` (oldest first)
+/// with `steps`. `out` gets each line to print as it happens: a step's own
+/// lines, then one line per step done.
+pub fn migrate(
+    data_root: &Path,
+    versions: &[Pin<'_>],
+    steps: &[Step],
+    out: &mut dyn FnMut(&str),
+) -> Result<Report, Code> {
+    if !data_root.is_absolute() {
+        return Err(Code::DataRoot);
+    }
+    let md = std::fs::symlink_metadata(data_root).map_err(|_| Code::DataRoot)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if !md.file_type().is_dir() || md.uid() != unsafe { libc::geteuid() } {
+        return Err(Code::DataRoot);
+    }
+    // Before the lock: taking it would create `bus/`.
+    let dir = data_root.join(BUS_DIR);
+    let db = dir.join(DB_FILE);
+    if !check_private(&dir, true)? || !check_private(&db, false)? {
+        return Err(Code::StoreMissing);
+    }
+    let _held = Held(BusDir::acquire(data_root)?);
+    for suffix in ["-wal", "-shm"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        check_private(Path::new(&p), false)?;
+    }
+    let conn = open(&db)?;
+    run(&conn, versions, steps, out)
+}
+
+/// Opens the existing store read-write; never creates it.
+fn open(db: &Path) -> Result<Connection, Code> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(db, flags).map_err(|_| Code::StorageUnavailable)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|_| Code::StorageUnavailable)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|_| Code::StorageUnavailable)?;
+    Ok(conn)
+}
+
+fn run(
+    conn: &Connection,
+    versions: &[Pin<'_>],
+    steps: &[Step],
+    out: &mut dyn FnMut(&str),
+) -> Result<Report, Code> {
+    let from = stored_version(conn)?;
+    // A version this lineage does not know, older or newer, is not ours to touch.
+    let mut at = versions
+        .iter()
+        .position(|p| p.version == from)
+        .ok_or(Code::SchemaVersion)?;
+    check_pin(conn, &versions[at])?;
+    whole_store_checks(conn)?;
+    let mut done = Vec::new();
+    while let Some(target) = versions.get(at + 1) {
+        let here = versions[at].version;
+        let step = steps
+            .iter()
+            .find(|s| s.from == here && s.to == target.version)
+            .ok_or(Code::MigrationStep)?;
+        for line in apply(conn, step, target)? {
+            out(&line);
+        }
+        out(
+            &serde_json::json!({"step": step.name, "from": here, "to": target.version}).to_string(),
+        );
+        done.push(step.name.to_string());
+        at += 1;
+    }
+    Ok(Report {
+        from,
+        to: versions[at].version.to_string(),
+        steps: done,
+    })
+}
+
+/// Runs one step in its own transaction and proves the result is `target`.
+fn apply(conn: &Connection, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|_| Code::StorageUnavailable)?;
+    let r = in_transaction(conn, step, target);
+    let r = match r {
+        Ok(lines) => conn
+            .execute_batch("COMMIT")
+            .map(|_| lines)
+            .map_err(|_| Code::StorageUnavailable),
+        Err(code) => Err(code),
+    };
+    if r.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    r
+}
+
+fn in_transaction(conn: &Connection, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+    let failed = |_| Code::MigrationStep;
+    // The guard goes back with its very text, so the digest can match.
+    let guard: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'meta_no_update'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|_| Code::SchemaMetadata)?;
+    conn.execute_batch("DROP TRIGGER meta_no_update")
+        .map_err(failed)?;
+    let lines = (step.apply)(conn).map_err(failed)?;
+    let set = |key: &str, value: &str| {
+        conn.execute("UPDATE meta SET value = ?2 WHERE key = ?1", [key, value])
+            .map_err(failed)
+            .and_then(|n| {
+                if n == 1 {
+                    Ok(())
+                } else {
+                    Err(Code::MigrationStep)
+                }
+            })
+    };
+    set("schema_version", target.version)?;
+    set("schema_sha256", target.sha256)?;
+    conn.execute_batch(&guard).map_err(failed)?;
+    if sha256_hex(target.sql.as_bytes()) != target.sha256
+        || master_digest(conn).map_err(failed)? != target.master
+    {
+        return Err(Code::MigrationStep);
+    }
+    Ok(lines)
+}

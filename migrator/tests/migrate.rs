@@ -1,0 +1,500 @@
+//! `mosaic-migrate` on real stores: the command line against stores the
+//! broker made, and the step runner against a synthetic lineage (the
+//! lineage this build ships has no step yet, since the broker runs its first
+//! version), all on real SQLite files under the real writer lock.
+
+use mosaic_bus::config::BootConfig;
+use mosaic_bus::core::{Caller, Core};
+use mosaic_bus::store::root::BusDir;
+use mosaic_bus::store::schema::{self, master_digest, sha256_hex, Pin};
+use mosaic_bus::store::Store;
+use mosaic_bus::verbs::dispatch;
+use mosaic_bus::Code;
+use mosaic_migrate::steps::Step;
+use mosaic_migrate::{lineage, migrate, steps};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn data_root() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("mosaic-migrate-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
+    d
+}
+
+/// A store the broker made, holding evidence: a claim, two messages and
+/// their `action.allowed` events. The lock is given back, as after a stop.
+fn broker_store(root: &Path) {
+    let cfg = BootConfig::from_json(json!({
+        "dataRoot": root.to_str().expect("utf-8 path"),
+        "businesses": {"acme": {"id": "acme", "human": "Ada",
+            "arbiters": {"technical": "r0", "delivery": "r0"},
+            "roles": {
+                "r0": {"authority": {"withinRole": ["message.send"], "crossRole": []}},
+                "r1": {"authority": {"withinRole": ["message.send"], "crossRole": []}}
+            }}},
+    }))
+    .expect("config");
+    let bus = BusDir::acquire(root).expect("lock");
+    let store = Store::open(&bus.db_path()).expect("store");
+    let mut core = Core::new(store, Arc::new(cfg));
+    let caller = Caller::Role {
+        business: "acme".into(),
+        role: "r1".into(),
+        run: "run-1".into(),
+    };
+    dispatch(&mut core, &caller, "role.claim", None).expect("claim");
+    for body in ["one", "two"] {
+        let args = json!({"to": "r0", "body": body});
+        let Value::Object(args) = args else {
+            unreachable!()
+        };
+        dispatch(&mut core, &caller, "message.send", Some(args)).expect("send");
+    }
+    drop(core);
+    bus.release_lock();
+}
+
+fn db(root: &Path) -> Connection {
+    Connection::open(root.join("bus/bus.sqlite")).expect("open")
+}
+
+/// Everything a store holds that a migration must keep: the schema digest
+/// and every evidence row, in order.
+fn contents(root: &Path) -> (String, Vec<String>) {
+    let c = db(root);
+    let mut rows = Vec::new();
+    for t in schema::EVIDENCE_TABLES.iter().chain(&["meta"]) {
+        let mut s = c
+            .prepare(&format!("SELECT * FROM {t} ORDER BY rowid"))
+            .expect("prepare");
+        let n = s.column_count();
+        let mut q = s.query([]).expect("query");
+        while let Some(r) = q.next().expect("row") {
+            let cols: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+                .collect();
+            rows.push(format!("{t}: {}", cols.join(" | ")));
+        }
+    }
+    (master_digest(&c).expect("digest"), rows)
+}
+
+/// Runs a statement with one trigger lifted, then puts the trigger back
+/// with its very text: what someone editing the file by hand could do.
+fn behind_trigger(root: &Path, trigger: &str, sql: &str) {
+    let c = db(root);
+    let text: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = ?1",
+            [trigger],
+            |r| r.get(0),
+        )
+        .expect("trigger");
+    c.execute_batch(&format!("DROP TRIGGER {trigger}; {sql}; {text};"))
+        .expect("tamper");
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn cli(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_mosaic-migrate"))
+        .args(args)
+        .output()
+        .expect("run mosaic-migrate");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn refused(r: &Run, code: &str) {
+    assert_eq!(r.code, 2, "stdout {} stderr {}", r.stdout, r.stderr);
+    assert_eq!(r.stderr.trim(), json!({"error": code}).to_string());
+    assert_eq!(r.stdout, "");
+}
+
+fn path(root: &tempfile::TempDir) -> &str {
+    root.path().to_str().expect("utf-8 path")
+}
+
+#[test]
+fn a_current_store_is_checked_and_left_as_it_was() {
+    let root = data_root();
+    broker_store(root.path());
+    let before = contents(root.path());
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{}\n",
+            json!({"ok": true, "from": "3b", "to": "3b", "steps": []})
+        )
+    );
+    assert_eq!(contents(root.path()), before);
+    assert!(
+        !root.path().join("bus/writer.lock").exists(),
+        "the lock is given back"
+    );
+    // The broker still opens it.
+    let bus = BusDir::acquire(root.path()).expect("lock again");
+    Store::open(&bus.db_path()).expect("the broker opens the store");
+    bus.release_lock();
+}
+
+#[test]
+fn a_missing_store_refuses_and_nothing_is_created() {
+    let root = data_root();
+    refused(&cli(&[path(&root)]), "store-missing");
+    assert!(
+        !root.path().join("bus").exists(),
+        "no bus/ made for a missing store"
+    );
+    // bus/ without a database is still no store.
+    std::fs::create_dir(root.path().join("bus")).expect("mkdir");
+    std::fs::set_permissions(
+        root.path().join("bus"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
+    refused(&cli(&[path(&root)]), "store-missing");
+    assert!(!root.path().join("bus/bus.sqlite").exists());
+    assert!(!root.path().join("bus/writer.lock").exists());
+}
+
+#[test]
+fn the_command_line_takes_exactly_one_absolute_data_root() {
+    refused(&cli(&[]), "usage");
+    refused(&cli(&["/tmp", "/tmp"]), "usage");
+    refused(&cli(&["--force", "/tmp"]), "usage");
+    refused(&cli(&["relative/root"]), "data-root");
+    refused(&cli(&["/nonexistent/mosaic-root"]), "data-root");
+    let help = cli(&["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.starts_with("mosaic-migrate /absolute/dataRoot"));
+}
+
+#[test]
+fn a_held_writer_lock_refuses_and_is_left_in_place() {
+    let root = data_root();
+    broker_store(root.path());
+    let lock = root.path().join("bus/writer.lock");
+    std::fs::write(&lock, "4242\n").expect("lock");
+    std::fs::set_permissions(&lock, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    refused(&cli(&[path(&root)]), "writer-locked");
+    assert_eq!(std::fs::read_to_string(&lock).expect("lock"), "4242\n");
+}
+
+#[test]
+fn a_damaged_current_store_refuses_instead_of_passing_as_current() {
+    // A row forged behind a lifted timestamp trigger.
+    let root = data_root();
+    broker_store(root.path());
+    behind_trigger(
+        root.path(),
+        "events_at",
+        "INSERT INTO events(id, business, kind, body, at) \
+         VALUES ('forged', 'acme', 'note.made', '{}', '2000-01-01T00:00:00.000Z')",
+    );
+    refused(&cli(&[path(&root)]), "timestamp");
+    assert!(!root.path().join("bus/writer.lock").exists());
+
+    // A version nobody pinned.
+    let root = data_root();
+    broker_store(root.path());
+    behind_trigger(
+        root.path(),
+        "meta_no_update",
+        "UPDATE meta SET value = '3z' WHERE key = 'schema_version'",
+    );
+    refused(&cli(&[path(&root)]), "schema-version");
+
+    // The schema changed by hand.
+    let root = data_root();
+    broker_store(root.path());
+    db(root.path())
+        .execute_batch("CREATE INDEX extra ON messages(body)")
+        .expect("index");
+    let before = contents(root.path());
+    refused(&cli(&[path(&root)]), "schema-digest");
+    assert_eq!(contents(root.path()), before, "a refusal changes nothing");
+
+    // Not a bus database at all.
+    let root = data_root();
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    let c = Connection::open(bus.db_path()).expect("open");
+    c.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE notes (x);")
+        .expect("other db");
+    drop(c);
+    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
+        let _ = std::fs::set_permissions(
+            root.path().join("bus").join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        );
+    }
+    bus.release_lock();
+    refused(&cli(&[path(&root)]), "schema-metadata");
+}
+
+#[test]
+fn the_shipped_lineage_is_pinned_and_ends_where_the_broker_runs() {
+    for pin in lineage::VERSIONS {
+        assert_eq!(
+            sha256_hex(pin.sql.as_bytes()),
+            pin.sha256,
+            "{}",
+            pin.version
+        );
+        let c = Connection::open_in_memory().expect("memory");
+        c.execute_batch(pin.sql).expect("fixture runs");
+        assert_eq!(
+            master_digest(&c).expect("digest"),
+            pin.master,
+            "{}",
+            pin.version
+        );
+    }
+    let last = lineage::VERSIONS.last().expect("a version");
+    assert_eq!(last.version, schema::CURRENT.version);
+    assert_eq!(last.sha256, schema::CURRENT.sha256);
+    assert_eq!(last.master, schema::CURRENT.master);
+    // One step between each pair of neighbours, and no other.
+    assert_eq!(steps::STEPS.len(), lineage::VERSIONS.len() - 1);
+    for pair in lineage::VERSIONS.windows(2) {
+        let n = steps::STEPS
+            .iter()
+            .filter(|s| s.from == pair[0].version && s.to == pair[1].version)
+            .count();
+        assert_eq!(n, 1, "{} -> {}", pair[0].version, pair[1].version);
+    }
+}
+
+// --- the step runner on a synthetic lineage --------------------------------
+
+const ONE: &str = "CREATE TABLE extra_one (seq INTEGER PRIMARY KEY, note TEXT NOT NULL);";
+const TWO: &str = "CREATE TABLE extra_two (seq INTEGER PRIMARY KEY, note TEXT NOT NULL);";
+
+fn add_one(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.execute_batch(ONE)?;
+    Ok(vec!["one line from the first step".into()])
+}
+fn add_two(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.execute_batch(TWO)?;
+    Ok(Vec::new())
+}
+/// Fails half way: its first statement is undone with it.
+fn add_two_then_fail(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.execute_batch(TWO)?;
+    c.execute_batch("CREATE TABLE messages (x)")?;
+    Ok(Vec::new())
+}
+/// Runs cleanly but makes a schema other than its target's.
+fn add_two_wrongly(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    c.execute_batch("CREATE TABLE extra_two (seq INTEGER PRIMARY KEY, note TEXT);")?;
+    Ok(Vec::new())
+}
+
+/// The schema texts and pins of two made-up versions after 3b.
+struct Synthetic {
+    sql: Vec<String>,
+    sha: Vec<String>,
+    master: Vec<String>,
+}
+
+impl Synthetic {
+    fn new() -> Synthetic {
+        let base = schema::CURRENT.sql.to_string();
+        let sql = vec![
+            base.clone(),
+            format!("{base}\n{ONE}\n"),
+            format!("{base}\n{ONE}\n{TWO}\n"),
+        ];
+        let sha = sql.iter().map(|s| sha256_hex(s.as_bytes())).collect();
+        let master = sql
+            .iter()
+            .map(|s| {
+                let c = Connection::open_in_memory().expect("memory");
+                c.execute_batch(s).expect("schema");
+                master_digest(&c).expect("digest")
+            })
+            .collect();
+        Synthetic { sql, sha, master }
+    }
+
+    fn pins(&self) -> Vec<Pin<'_>> {
+        ["3b", "3b-t1", "3b-t2"]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Pin {
+                version: v,
+                sql: &self.sql[i],
+                sha256: &self.sha[i],
+                master: &self.master[i],
+            })
+            .collect()
+    }
+}
+
+fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
+    [
+        Step {
+            from: "3b",
+            to: "3b-t1",
+            name: "3b-to-t1",
+            apply: add_one,
+        },
+        Step {
+            from: "3b-t1",
+            to: "3b-t2",
+            name: "t1-to-t2",
+            apply: second,
+        },
+    ]
+}
+
+fn version_of(root: &Path) -> String {
+    db(root)
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("version")
+}
+
+fn has_table(root: &Path, name: &str) -> bool {
+    db(root)
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |r| r.get::<_, i64>(0),
+        )
+        .expect("count")
+        == 1
+}
+
+#[test]
+fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
+    let root = data_root();
+    broker_store(root.path());
+    let (_, rows_before) = contents(root.path());
+    let syn = Synthetic::new();
+    let mut lines = Vec::new();
+    let report = migrate(
+        root.path(),
+        &syn.pins(),
+        &steps_with(add_two),
+        &mut |l: &str| lines.push(l.to_string()),
+    )
+    .expect("migrates");
+    assert_eq!(report.from, "3b");
+    assert_eq!(report.to, "3b-t2");
+    assert_eq!(report.steps, ["3b-to-t1", "t1-to-t2"]);
+    assert_eq!(
+        lines,
+        [
+            "one line from the first step".to_string(),
+            json!({"step": "3b-to-t1", "from": "3b", "to": "3b-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3b-t1", "to": "3b-t2"}).to_string(),
+        ]
+    );
+    let (digest, rows) = contents(root.path());
+    assert_eq!(digest, syn.master[2]);
+    assert_eq!(version_of(root.path()), "3b-t2");
+    // Every evidence row is still there; meta changed only its version and digest.
+    let evidence = |rs: &[String]| -> Vec<String> {
+        rs.iter()
+            .filter(|r| !r.starts_with("meta:"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(evidence(&rows), evidence(&rows_before));
+    assert_eq!(
+        rows.iter().filter(|r| r.starts_with("meta:")).count(),
+        rows_before
+            .iter()
+            .filter(|r| r.starts_with("meta:"))
+            .count()
+    );
+    // The metadata guard is back.
+    let err = db(root.path())
+        .execute(
+            "UPDATE meta SET value = 'x' WHERE key = 'schema_version'",
+            [],
+        )
+        .expect_err("meta is guarded again");
+    assert!(err.to_string().contains("append-only"), "{err}");
+    // This build's broker does not run the newer store.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+    // Rerunning at the newest version is a checked no-op.
+    let again =
+        migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
+    assert!(again.steps.is_empty());
+    assert_eq!(again.from, "3b-t2");
+}
+
+#[test]
+fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one() {
+    let root = data_root();
+    broker_store(root.path());
+    let syn = Synthetic::new();
+    for broken in [add_two_then_fail as fn(&Connection) -> _, add_two_wrongly] {
+        let r = migrate(root.path(), &syn.pins(), &steps_with(broken), &mut |_| {});
+        assert_eq!(r, Err(Code::MigrationStep));
+        // The first step stays; nothing of the second is left.
+        assert_eq!(version_of(root.path()), "3b-t1");
+        assert!(has_table(root.path(), "extra_one"));
+        assert!(!has_table(root.path(), "extra_two"));
+        assert_eq!(contents(root.path()).0, syn.master[1]);
+        assert!(!root.path().join("bus/writer.lock").exists());
+    }
+    let mut lines = Vec::new();
+    let report = migrate(
+        root.path(),
+        &syn.pins(),
+        &steps_with(add_two),
+        &mut |l: &str| lines.push(l.to_string()),
+    )
+    .expect("resumes");
+    assert_eq!(report.from, "3b-t1");
+    assert_eq!(report.steps, ["t1-to-t2"]);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(version_of(root.path()), "3b-t2");
+}
+
+#[test]
+fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
+    let root = data_root();
+    broker_store(root.path());
+    let syn = Synthetic::new();
+    let only_first = &steps_with(add_two)[..1];
+    // The first step runs; the missing second refuses; the first stays.
+    let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
+    assert_eq!(r, Err(Code::MigrationStep));
+    assert_eq!(version_of(root.path()), "3b-t1");
+    // With no steps at all nothing changes.
+    let root = data_root();
+    broker_store(root.path());
+    let before_none = contents(root.path());
+    let r = migrate(root.path(), &syn.pins(), &[], &mut |_| {});
+    assert_eq!(r, Err(Code::MigrationStep));
+    assert_eq!(contents(root.path()), before_none);
+}
