@@ -63,12 +63,14 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, Option<ExitCode>> {
-    let mut args = std::env::args().skip(1);
+    // Not `env::args`: an argument that is not UTF-8 is a usage error (or,
+    // for a path, a path), never a panic.
+    let mut args = std::env::args_os().skip(1);
     let mut mode = None;
     let mut level = "info".to_string();
     let mut proofd_from_systemd = false;
     while let Some(a) = args.next() {
-        match a.as_str() {
+        match a.to_str().unwrap_or_default() {
             "--help" | "-h" => {
                 print!("{HELP}");
                 return Err(Some(ExitCode::SUCCESS));
@@ -82,7 +84,7 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
             "--host-fd" if mode.is_none() => {
                 let n = args
                     .next()
-                    .and_then(|n| n.parse::<i32>().ok())
+                    .and_then(|n| n.to_str()?.parse::<i32>().ok())
                     .filter(|n| *n > 2);
                 mode = Some(Mode::HostFd(n.ok_or(None)?));
             }
@@ -93,10 +95,10 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
                 let dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
                 mode = Some(Mode::Demo(dir.join("mosaic-data")));
             }
-            "--log-level" => level = args.next().ok_or(None)?,
+            "--log-level" => level = args.next().ok_or(None)?.into_string().map_err(|_| None)?,
             "--proofd-from-systemd" => proofd_from_systemd = true,
-            other if matches!(mode, Some(Mode::Demo(_))) && !other.starts_with('-') => {
-                let p = PathBuf::from(other);
+            _ if matches!(mode, Some(Mode::Demo(_))) && !a.as_encoded_bytes().starts_with(b"-") => {
+                let p = PathBuf::from(a);
                 let p = if p.is_absolute() {
                     p
                 } else {

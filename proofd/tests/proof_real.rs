@@ -599,6 +599,19 @@ fn proofd_refuses_a_bad_fd_argument() {
             "{args:?}"
         );
     }
+    // An argument that is not UTF-8 is a usage error too, not a panic.
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(PROOFD)
+        .arg("--fd")
+        .arg(std::ffi::OsStr::from_bytes(b"3\xff"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "{\"error\":\"usage\"}\n"
+    );
 }
 
 #[test]

@@ -252,12 +252,24 @@ fn help_and_version() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--host-fd"));
-    let out = std::process::Command::new(bin("mosaic-bus"))
-        .arg("--bogus")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(r#"{"error":"usage"}"#));
+    // An argument that is not UTF-8 is a usage error too, not a panic.
+    use std::os::unix::ffi::OsStrExt;
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"--host-fd\xff");
+    for args in [
+        vec![std::ffi::OsStr::new("--bogus")],
+        vec![not_utf8],
+        vec![std::ffi::OsStr::new("--host-fd"), not_utf8],
+        vec![std::ffi::OsStr::new("--log-level"), not_utf8],
+    ] {
+        let out = std::process::Command::new(bin("mosaic-bus"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().last(), Some(r#"{"error":"usage"}"#), "{args:?}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 /// One request on its own connection, or None once the broker is gone.

@@ -35,9 +35,15 @@ enum Mode {
 }
 
 fn parse_args() -> Option<Mode> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Not `env::args`: an argument that is not UTF-8 is a usage error, not a panic.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match args.as_slice() {
-        [flag, n] if flag == "--fd" => n.parse::<i32>().ok().filter(|n| *n > 2).map(Mode::Fd),
+        [flag, n] if flag == "--fd" => n
+            .to_str()?
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n > 2)
+            .map(Mode::Fd),
         [flag] if flag == "--systemd-fdstore" => Some(Mode::FdStore),
         _ => None,
     }
