@@ -7,7 +7,7 @@ use mosaic_bus::error::Code;
 use mosaic_bus::host::channel::{self, End, Shared};
 use mosaic_bus::proof::VerifierFactory;
 use serde_json::json;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -324,6 +324,7 @@ fn accept_hosts(
 ) {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
+    let pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(conn) = conn else {
             continue;
@@ -336,18 +337,37 @@ fn accept_hosts(
             turn_away(conn, Code::PeerUid);
             continue;
         }
-        if busy.swap(true, Ordering::SeqCst) {
-            tracing::warn!(
-                code = "host-busy",
-                "a second host connection refused while one is connected"
-            );
-            turn_away(conn, Code::HostBusy);
+        if busy.load(Ordering::SeqCst) {
+            host_busy(conn);
             continue;
         }
-        let (shared, host_busy, closed) = (shared.clone(), busy.clone(), closed.clone());
+        if pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_HOSTS {
+            pending.fetch_sub(1, Ordering::SeqCst);
+            host_busy(conn);
+            continue;
+        }
+        let (shared, taken, closed, waiting) = (
+            shared.clone(),
+            busy.clone(),
+            closed.clone(),
+            pending.clone(),
+        );
         let served = std::thread::Builder::new()
             .name("bus-host".into())
             .spawn(move || {
+                // The slot is taken by the first byte, not by the connect:
+                // a connection that closes without a word (another broker
+                // testing whether this socket is live) never holds it, so
+                // it cannot turn a real host away.
+                let spoke = first_byte_arrives(&conn);
+                waiting.fetch_sub(1, Ordering::SeqCst);
+                if !spoke {
+                    return;
+                }
+                if taken.swap(true, Ordering::SeqCst) {
+                    host_busy(conn);
+                    return;
+                }
                 let end = channel::serve(conn, &shared, verifier);
                 if end == End::Closed {
                     // Stays busy: nobody else is let in while closing.
@@ -358,7 +378,7 @@ fn accept_hosts(
                 // host is accepted from here on, but its boot (and the
                 // status line that goes with it) waits for this line.
                 let slot = shared.lock().unwrap_or_else(|p| p.into_inner());
-                host_busy.store(false, Ordering::SeqCst);
+                taken.store(false, Ordering::SeqCst);
                 match end {
                     End::BootRefused(code) => {
                         mosaic_bus::host::notify::send(&format!(
@@ -374,9 +394,43 @@ fn accept_hosts(
                 drop(slot);
             });
         if served.is_err() {
-            busy.store(false, Ordering::SeqCst);
+            pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// Waits until the peer sends its first byte (true) or closes or fails
+/// (false), leaving the byte unread for the channel.
+fn first_byte_arrives(conn: &UnixStream) -> bool {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `conn` is an open socket borrowed for the call; the buffer
+        // is one live byte.
+        let n = unsafe {
+            libc::recv(
+                conn.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK,
+            )
+        };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return n > 0;
+    }
+}
+
+/// Most connections at once that have not said anything yet; more are
+/// answered `host-busy`.
+const MAX_PENDING_HOSTS: usize = 16;
+
+fn host_busy(conn: UnixStream) {
+    tracing::warn!(
+        code = "host-busy",
+        "a second host connection refused while one is connected"
+    );
+    turn_away(conn, Code::HostBusy);
 }
 
 /// Answers a connection the broker will not serve with its code, then
