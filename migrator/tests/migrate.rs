@@ -11,25 +11,13 @@ use mosaic_bus::store::Store;
 use mosaic_bus::verbs::dispatch;
 use mosaic_bus::Code;
 use mosaic_migrate::steps::Step;
-use mosaic_migrate::{lineage, migrate, steps};
+use mosaic_migrate::{lineage, migrate, steps, Report};
+use mosaic_tests::data_root;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-
-fn data_root() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("mosaic-migrate-")
-        .tempdir()
-        .expect("tempdir");
-    std::fs::set_permissions(
-        d.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod");
-    d
-}
 
 /// A store the broker made, holding evidence: a claim, two messages and
 /// their `action.allowed` events. The lock is given back, as after a stop.
@@ -368,6 +356,19 @@ fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step
     ]
 }
 
+/// Migrates along the synthetic lineage; returns the outcome and the lines printed.
+fn run_synthetic(
+    root: &Path,
+    syn: &Synthetic,
+    second: fn(&Connection) -> rusqlite::Result<Vec<String>>,
+) -> (Result<Report, Code>, Vec<String>) {
+    let mut lines = Vec::new();
+    let r = migrate(root, &syn.pins(), &steps_with(second), &mut |l: &str| {
+        lines.push(l.to_string())
+    });
+    (r, lines)
+}
+
 fn version_of(root: &Path) -> String {
     db(root)
         .query_row(
@@ -395,14 +396,8 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     broker_store(root.path());
     let (_, rows_before) = contents(root.path());
     let syn = Synthetic::new();
-    let mut lines = Vec::new();
-    let report = migrate(
-        root.path(),
-        &syn.pins(),
-        &steps_with(add_two),
-        &mut |l: &str| lines.push(l.to_string()),
-    )
-    .expect("migrates");
+    let (report, lines) = run_synthetic(root.path(), &syn, add_two);
+    let report = report.expect("migrates");
     assert_eq!(report.from, "3b");
     assert_eq!(report.to, "3b-t2");
     assert_eq!(report.steps, ["3b-to-t1", "t1-to-t2"]);
@@ -457,7 +452,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     broker_store(root.path());
     let syn = Synthetic::new();
     for broken in [add_two_then_fail as fn(&Connection) -> _, add_two_wrongly] {
-        let r = migrate(root.path(), &syn.pins(), &steps_with(broken), &mut |_| {});
+        let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
         assert_eq!(version_of(root.path()), "3b-t1");
@@ -466,14 +461,8 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         assert_eq!(contents(root.path()).0, syn.master[1]);
         assert!(!root.path().join("bus/writer.lock").exists());
     }
-    let mut lines = Vec::new();
-    let report = migrate(
-        root.path(),
-        &syn.pins(),
-        &steps_with(add_two),
-        &mut |l: &str| lines.push(l.to_string()),
-    )
-    .expect("resumes");
+    let (report, lines) = run_synthetic(root.path(), &syn, add_two);
+    let report = report.expect("resumes");
     assert_eq!(report.from, "3b-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
