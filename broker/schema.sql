@@ -1,4 +1,7 @@
--- Mosaic bus evidence store, schema 3b.
+-- Mosaic bus evidence store, schema 3d: the 3b core below, then the
+-- statements of the 3b -> 3c and 3c -> 3d steps at the end, in order, the
+-- same text `mosaic-migrate` runs, so a new store and a migrated one have
+-- the same sqlite_master.
 -- Pinned: the broker checks this file's SHA-256 and the sqlite_master it
 -- produces at every open. Change it only through a migration step.
 -- Every table is append-only: UPDATE and DELETE refuse, and an INSERT that
@@ -304,3 +307,36 @@ CREATE VIEW message_state AS
   FROM messages m
   LEFT JOIN deliveries dl ON dl.message = m.id
   LEFT JOIN read_receipts rr ON rr.message = m.id;
+
+-- Step 3b -> 3c: task comment cursors. Append-only (business, task_id,
+-- last_comment) rows written by the trusted task sync beside the comment
+-- event they stand for; the latest row per task wins, and the store refuses
+-- a cursor that does not move forward. The step also records the immutable
+-- comment_cursor_epoch in meta.
+CREATE TABLE task_comment_cursors (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  business TEXT NOT NULL,
+  task_id INTEGER NOT NULL CHECK (typeof(task_id) = 'integer' AND task_id > 0),
+  last_comment INTEGER NOT NULL CHECK (typeof(last_comment) = 'integer' AND last_comment > 0)
+);
+CREATE INDEX task_comment_cursors_task ON task_comment_cursors(business, task_id, seq);
+CREATE TRIGGER task_comment_cursors_no_update BEFORE UPDATE ON task_comment_cursors BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER task_comment_cursors_no_delete BEFORE DELETE ON task_comment_cursors BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER task_comment_cursors_no_replace BEFORE INSERT ON task_comment_cursors
+  WHEN EXISTS (SELECT 1 FROM task_comment_cursors WHERE seq = NEW.seq)
+  BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+CREATE TRIGGER task_comment_cursors_increase BEFORE INSERT ON task_comment_cursors
+  WHEN NEW.last_comment <= (SELECT last_comment FROM task_comment_cursors
+    WHERE business = NEW.business AND task_id = NEW.task_id ORDER BY seq DESC LIMIT 1)
+  BEGIN SELECT RAISE(ABORT, 'cursor-not-increasing'); END;
+
+-- Step 3c -> 3d: a revoke needs a resolved decision or a reason. The reason
+-- path is the role.end holder's (the chief of staff's); which roles may take
+-- it is the broker's rule, the store only keeps a revoke from carrying
+-- neither.
+ALTER TABLE role_claims ADD COLUMN reason TEXT CHECK (reason IS NULL OR length(reason) BETWEEN 1 AND 500);
+DROP TRIGGER role_revoke_needs_decision;
+CREATE TRIGGER role_revoke_needs_decision BEFORE INSERT ON role_claims
+  WHEN NEW.op = 'revoke' AND NEW.reason IS NULL AND NOT EXISTS (SELECT 1 FROM decision_events
+    WHERE decision = NEW.decision AND kind = 'resolved')
+  BEGIN SELECT RAISE(ABORT, 'revoke-needs-decision'); END;

@@ -88,18 +88,15 @@ fn build(n: usize) -> Built {
                     let role = role_name(r);
                     if epoch > 0 {
                         let old = run(r, epoch - 1);
-                        evidence::insert_claim(
-                            t,
-                            "acme",
-                            &role,
-                            &old,
-                            "release",
-                            None,
-                            Some(&old),
-                        )?;
+                        let row = evidence::ClaimRow::own(&role, &old, "release");
+                        evidence::insert_claim(t, "acme", &row)?;
                     }
                     let new = run(r, epoch);
-                    evidence::insert_claim(t, "acme", &role, &new, "claim", None, Some(&new))?;
+                    evidence::insert_claim(
+                        t,
+                        "acme",
+                        &evidence::ClaimRow::own(&role, &new, "claim"),
+                    )?;
                 }
                 Ok(())
             })

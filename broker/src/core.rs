@@ -5,7 +5,7 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::error::Code;
 use crate::ids;
-use crate::store::evidence::{self, Actor};
+use crate::store::evidence::{self, Actor, ClaimRow};
 use crate::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -277,7 +277,7 @@ impl Core {
         let released = self.store.write(|t| {
             let held = evidence::holder(&t.tx, business, &role)?.as_deref() == Some(run);
             if held {
-                evidence::insert_claim(t, business, &role, run, "release", None, Some(run))?;
+                evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
             }
             let body = json!({"reason": reason, "exitCode": exit_code, "released": held});
             evidence::insert_event(

@@ -212,6 +212,8 @@ codes! {
     NotRaiser => "not-raiser",
     /// The action is not within-role for the caller, so it needs a decision.
     DecisionRequired => "decision-required",
+    /// `role.revoke` with a reason would end the caller's own run.
+    RoleEndRefused => "role-end-refused",
     /// The decision is for another role instance, action, target, class or holder.
     DecisionMismatch => "decision-mismatch",
     /// The decision is not resolved with its approval choice.

@@ -87,7 +87,7 @@ fn sql_update_delete_and_replace_are_refused_by_the_database() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3b");
+    assert_eq!(v, "3d");
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }
@@ -450,8 +450,14 @@ fn every_evidence_writer_refuses_a_known_token() {
         Some(Code::KnownToken)
     );
     assert_eq!(
-        s.write(|t| evidence::insert_claim(t, "acme", "pm", T, "claim", None, None))
-            .err(),
+        s.write(|t| {
+            let row = evidence::ClaimRow {
+                by: None,
+                ..evidence::ClaimRow::own("pm", T, "claim")
+            };
+            evidence::insert_claim(t, "acme", &row)
+        })
+        .err(),
         Some(Code::KnownToken)
     );
     assert_eq!(
@@ -793,4 +799,58 @@ fn open_reports_integrity_before_a_bad_timestamp() {
         )
         .unwrap();
     assert_eq!(open_code(&db), Some(Code::Integrity));
+}
+
+/// 3c and 3d in the database itself: comment cursors are append-only and
+/// only move forward per task; a revoke row needs a resolved decision or a
+/// reason of 1 to 500 characters.
+#[test]
+fn cursors_move_forward_and_a_revoke_needs_a_resolved_decision_or_a_reason() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let cursor = |task: i64, last: i64| {
+        c.execute(
+            "INSERT INTO task_comment_cursors(business, task_id, last_comment) VALUES ('acme', ?1, ?2)",
+            [task, last],
+        )
+    };
+    cursor(3, 10).unwrap();
+    for sql in [
+        "UPDATE task_comment_cursors SET last_comment = 11",
+        "DELETE FROM task_comment_cursors",
+        "INSERT OR REPLACE INTO task_comment_cursors(seq, business, task_id, last_comment)
+         VALUES (1, 'acme', 3, 12)",
+    ] {
+        let r = c.execute(sql, []);
+        assert!(format!("{r:?}").contains("append-only"), "{sql}: {r:?}");
+    }
+    for last in [10, 9] {
+        let r = cursor(3, last);
+        assert!(format!("{r:?}").contains("cursor-not-increasing"), "{r:?}");
+    }
+    cursor(3, 11).unwrap();
+    cursor(4, 1).unwrap();
+    assert!(cursor(5, 0).is_err(), "an ID is positive");
+
+    c.execute(
+        "INSERT INTO role_claims(business, role, run, op, by, at)
+         VALUES ('acme', 'qa', 'qa-1', 'claim', 'qa-1', '2999-01-01T00:00:00.000Z')",
+        [],
+    )
+    .unwrap();
+    let revoke = |reason: Option<&str>, at: &str| {
+        c.execute(
+            "INSERT INTO role_claims(business, role, run, op, by, reason, at)
+             VALUES ('acme', 'qa', 'qa-1', 'revoke', 'pm-1', ?1, ?2)",
+            params![reason, at],
+        )
+    };
+    let r = revoke(None, "2999-01-01T00:00:00.001Z");
+    assert!(format!("{r:?}").contains("revoke-needs-decision"), "{r:?}");
+    let long = "x".repeat(501);
+    for bad in ["", long.as_str()] {
+        let r = revoke(Some(bad), "2999-01-01T00:00:00.001Z");
+        assert!(format!("{r:?}").contains("CHECK"), "{r:?}");
+    }
+    revoke(Some(&"é".repeat(500)), "2999-01-01T00:00:00.001Z").unwrap();
 }

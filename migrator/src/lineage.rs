@@ -1,15 +1,26 @@
 //! Every schema version a store may be at, oldest first, each pinned: the
-//! schema text it was made from (a fixture under `fixtures/`, never edited
-//! once released), that text's SHA-256 and the digest of the
-//! `sqlite_master` it produces. The newest is the one the broker runs.
+//! schema text it was made from, that text's SHA-256 and the digest of the
+//! `sqlite_master` it produces. Older versions keep their text as a fixture
+//! under `fixtures/`, never edited; the newest is the broker's own
+//! `schema.sql` (`store::schema::CURRENT`). When the broker moves on, its
+//! current text becomes `fixtures/schema-<version>.sql` with its pins here.
 
-use mosaic_bus::store::schema::Pin;
+use mosaic_bus::store::schema::{Pin, CURRENT};
 
 /// The lineage. A new version appends a pin here and a step in
 /// [`crate::steps::STEPS`] from the one before it.
-pub const VERSIONS: &[Pin<'static>] = &[Pin {
-    version: "3b",
-    sql: include_str!("../fixtures/schema-3b.sql"),
-    sha256: "6c5f5f1f8cd72aa447b7839a3bf69bf1108cdbaa55245426e328b32918e3e059",
-    master: "5d53bc58870af536406d5a7f6a718cf6d649e3fde5b9ca59671e11201a8c75f6",
-}];
+pub const VERSIONS: &[Pin<'static>] = &[
+    Pin {
+        version: "3b",
+        sql: include_str!("../fixtures/schema-3b.sql"),
+        sha256: "6c5f5f1f8cd72aa447b7839a3bf69bf1108cdbaa55245426e328b32918e3e059",
+        master: "5d53bc58870af536406d5a7f6a718cf6d649e3fde5b9ca59671e11201a8c75f6",
+    },
+    Pin {
+        version: "3c",
+        sql: include_str!("../fixtures/schema-3c.sql"),
+        sha256: "2aeef394d21f5ea36c8c3e127979b4384143ac41dfe7401531dbe1c9a03760c8",
+        master: "a0c8906db221311e09f61e30c9b6269f6ff207ac8f4753f7dc426049904c1dd8",
+    },
+    CURRENT,
+];

@@ -131,7 +131,7 @@ fn a_current_store_is_checked_and_left_as_it_was() {
         r.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3b", "to": "3b", "steps": []})
+            json!({"ok": true, "from": "3d", "to": "3d", "steps": []})
         )
     );
     assert_eq!(contents(root.path()), before);
@@ -240,6 +240,171 @@ fn a_damaged_current_store_refuses_instead_of_passing_as_current() {
     refused(&cli(&[path(&root)]), "schema-metadata");
 }
 
+/// A store as a 3b broker left it: the pinned 3b schema and its metadata,
+/// with a claim, an event and a message in it.
+fn store_3b(root: &Path) {
+    let bus = BusDir::acquire(root).expect("lock");
+    let c = Connection::open(bus.db_path()).expect("open");
+    let pin = &lineage::VERSIONS[0];
+    assert_eq!(pin.version, "3b");
+    c.execute_batch("PRAGMA journal_mode = WAL;").expect("wal");
+    c.execute_batch(pin.sql).expect("3b schema");
+    c.execute(
+        "INSERT INTO meta(key, value) VALUES ('schema_version', '3b'), ('schema_sha256', ?1)",
+        [pin.sha256],
+    )
+    .expect("meta");
+    c.execute_batch(
+        "INSERT INTO role_claims(business, role, run, op, decision, by, at)
+           VALUES ('acme', 'r1', 'run-old', 'claim', NULL, 'run-old', '2026-11-01T10:00:00.000Z');
+         INSERT INTO events(id, business, kind, role, run, subject, body, at)
+           VALUES ('ev-1', 'acme', 'action.allowed', 'r1', 'run-old', 'r0',
+                   '{\"action\":\"message.send\"}', '2026-11-01T10:00:01.000Z');
+         INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+           VALUES ('m-1', 'acme', 'r1', 'run-old', 'r0', 'INFO', 'hello', '2026-11-01T10:00:01.001Z');",
+    )
+    .expect("3b evidence");
+    drop(c);
+    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
+        let _ = std::fs::set_permissions(
+            root.join("bus").join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        );
+    }
+    bus.release_lock();
+}
+
+/// The rows of every table the 3b store had, by the 3b columns.
+fn rows_3b(root: &Path) -> Vec<String> {
+    let c = db(root);
+    let mut out = Vec::new();
+    for (t, cols) in [
+        ("events", "*"),
+        ("messages", "*"),
+        (
+            "role_claims",
+            "seq, business, role, run, op, decision, by, at",
+        ),
+        ("decisions", "*"),
+        ("deliveries", "*"),
+    ] {
+        let mut s = c
+            .prepare(&format!("SELECT {cols} FROM {t} ORDER BY rowid"))
+            .expect("prepare");
+        let n = s.column_count();
+        let mut q = s.query([]).expect("query");
+        while let Some(r) = q.next().expect("row") {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+                .collect();
+            out.push(format!("{t}: {}", v.join(" | ")));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
+    let root = data_root();
+    store_3b(root.path());
+    let before = rows_3b(root.path());
+    // The broker refuses the old store until it is migrated.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"step": "3b-to-3c", "from": "3b", "to": "3c"}),
+            json!({"step": "3c-to-3d", "from": "3c", "to": "3d"}),
+            json!({"ok": true, "from": "3b", "to": "3d", "steps": ["3b-to-3c", "3c-to-3d"]}),
+        ]
+    );
+    // Same schema as a new store, every old row kept, the epoch recorded once.
+    assert_eq!(contents(root.path()).0, schema::CURRENT.master);
+    assert_eq!(rows_3b(root.path()), before);
+    let c = db(root.path());
+    let epoch: String = c
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'comment_cursor_epoch'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("epoch");
+    assert!(
+        mosaic_bus::store::clock::parse_canonical(&epoch).is_some(),
+        "{epoch}"
+    );
+    let err = c
+        .execute(
+            "UPDATE meta SET value = '2000-01-01T00:00:00.000Z' WHERE key = 'comment_cursor_epoch'",
+            [],
+        )
+        .expect_err("the epoch is immutable");
+    assert!(err.to_string().contains("append-only"), "{err}");
+    // 3c: a cursor only moves forward.
+    c.execute(
+        "INSERT INTO task_comment_cursors(business, task_id, last_comment) VALUES ('acme', 41, 7)",
+        [],
+    )
+    .expect("cursor");
+    let err = c
+        .execute(
+            "INSERT INTO task_comment_cursors(business, task_id, last_comment) VALUES ('acme', 41, 7)",
+            [],
+        )
+        .expect_err("not forward");
+    assert!(err.to_string().contains("cursor-not-increasing"), "{err}");
+    drop(c);
+    // Rerunning is a checked no-op.
+    let again = cli(&[path(&root)]);
+    assert_eq!(
+        again.stdout,
+        format!(
+            "{}\n",
+            json!({"ok": true, "from": "3d", "to": "3d", "steps": []})
+        )
+    );
+
+    // The broker opens the migrated store and serves 3d's own path on the
+    // 3b era's claim: the role.end holder ends run-old with a reason.
+    let cfg = BootConfig::from_json(json!({
+        "dataRoot": path(&root),
+        "businesses": {"acme": {"id": "acme", "human": "Ada",
+            "arbiters": {"technical": "r0", "delivery": "r0"},
+            "roles": {
+                "r0": {"authority": {"withinRole": ["message.send", "role.end"], "crossRole": []}},
+                "r1": {"authority": {"withinRole": ["message.send"], "crossRole": []}}
+            }}},
+    }))
+    .expect("config");
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    let store = Store::open(&bus.db_path()).expect("the broker opens the migrated store");
+    let mut core = Core::new(store, Arc::new(cfg));
+    let chief = Caller::Role {
+        business: "acme".into(),
+        role: "r0".into(),
+        run: "run-chief".into(),
+    };
+    dispatch(&mut core, &chief, "role.claim", None).expect("claim");
+    let Value::Object(args) = json!({"role": "r1", "reason": "left over from before the upgrade"})
+    else {
+        unreachable!()
+    };
+    let r = dispatch(&mut core, &chief, "role.revoke", Some(args)).expect("revoke");
+    assert_eq!((&r["run"], &r["op"]), (&json!("run-old"), &json!("revoke")));
+    drop(core);
+    bus.release_lock();
+}
+
 #[test]
 fn the_shipped_lineage_is_pinned_and_ends_where_the_broker_runs() {
     for pin in lineage::VERSIONS {
@@ -326,7 +491,7 @@ impl Synthetic {
     }
 
     fn pins(&self) -> Vec<Pin<'_>> {
-        ["3b", "3b-t1", "3b-t2"]
+        ["3d", "3d-t1", "3d-t2"]
             .iter()
             .enumerate()
             .map(|(i, v)| Pin {
@@ -342,14 +507,14 @@ impl Synthetic {
 fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
     [
         Step {
-            from: "3b",
-            to: "3b-t1",
-            name: "3b-to-t1",
+            from: "3d",
+            to: "3d-t1",
+            name: "3d-to-t1",
             apply: add_one,
         },
         Step {
-            from: "3b-t1",
-            to: "3b-t2",
+            from: "3d-t1",
+            to: "3d-t2",
             name: "t1-to-t2",
             apply: second,
         },
@@ -398,20 +563,20 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let syn = Synthetic::new();
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("migrates");
-    assert_eq!(report.from, "3b");
-    assert_eq!(report.to, "3b-t2");
-    assert_eq!(report.steps, ["3b-to-t1", "t1-to-t2"]);
+    assert_eq!(report.from, "3d");
+    assert_eq!(report.to, "3d-t2");
+    assert_eq!(report.steps, ["3d-to-t1", "t1-to-t2"]);
     assert_eq!(
         lines,
         [
             "one line from the first step".to_string(),
-            json!({"step": "3b-to-t1", "from": "3b", "to": "3b-t1"}).to_string(),
-            json!({"step": "t1-to-t2", "from": "3b-t1", "to": "3b-t2"}).to_string(),
+            json!({"step": "3d-to-t1", "from": "3d", "to": "3d-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3d-t1", "to": "3d-t2"}).to_string(),
         ]
     );
     let (digest, rows) = contents(root.path());
     assert_eq!(digest, syn.master[2]);
-    assert_eq!(version_of(root.path()), "3b-t2");
+    assert_eq!(version_of(root.path()), "3d-t2");
     // Every evidence row is still there; meta changed only its version and digest.
     let evidence = |rs: &[String]| -> Vec<String> {
         rs.iter()
@@ -443,7 +608,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
     assert!(again.steps.is_empty());
-    assert_eq!(again.from, "3b-t2");
+    assert_eq!(again.from, "3d-t2");
 }
 
 #[test]
@@ -455,7 +620,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
-        assert_eq!(version_of(root.path()), "3b-t1");
+        assert_eq!(version_of(root.path()), "3d-t1");
         assert!(has_table(root.path(), "extra_one"));
         assert!(!has_table(root.path(), "extra_two"));
         assert_eq!(contents(root.path()).0, syn.master[1]);
@@ -463,10 +628,10 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     }
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("resumes");
-    assert_eq!(report.from, "3b-t1");
+    assert_eq!(report.from, "3d-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
-    assert_eq!(version_of(root.path()), "3b-t2");
+    assert_eq!(version_of(root.path()), "3d-t2");
 }
 
 #[test]
@@ -478,7 +643,7 @@ fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
     // The first step runs; the missing second refuses; the first stays.
     let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
     assert_eq!(r, Err(Code::MigrationStep));
-    assert_eq!(version_of(root.path()), "3b-t1");
+    assert_eq!(version_of(root.path()), "3d-t1");
     // With no steps at all nothing changes.
     let root = data_root();
     broker_store(root.path());

@@ -1152,6 +1152,9 @@ fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
     let mut b = business();
     b["roles"]["pm"]["authority"]["withinRole"] =
         json!(["message.send", "record.write", "role.end"]);
+    // An instance of the thread definition (nobody binds it here).
+    b["roles"]["aide"] = json!({"definition": "assistant",
+                                "authority": {"withinRole": [], "crossRole": []}});
     let e = Env::with(b);
     let d = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
     // Any other role sending a reason needs a decision.
@@ -1173,24 +1176,119 @@ fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
         "invalid-request"
     );
     for bad in [json!(""), json!(5), json!("x".repeat(501))] {
-        assert_eq!(
-            err(&e.call("dev", "role.revoke", json!({"role": "qa", "reason": bad}))),
-            "invalid-request",
-            "{bad}"
-        );
+        for caller in ["dev", "pm"] {
+            assert_eq!(
+                err(&e.call(caller, "role.revoke", json!({"role": "qa", "reason": bad}))),
+                "invalid-request",
+                "{caller} {bad}"
+            );
+        }
     }
-    // The role.end holder's reason path needs the 3d schema: not built here.
+    // The role.end holder may not end its own run, nor (without threads,
+    // schema 3e) a thread instance; an unknown role is unknown.
+    assert_eq!(
+        err(&e.call("pm", "role.revoke", json!({"role": "pm", "reason": "done"}))),
+        "role-end-refused"
+    );
     assert_eq!(
         err(&e.call(
             "pm",
             "role.revoke",
-            json!({"role": "qa", "reason": "stuck in a loop"})
+            json!({"role": "aide", "reason": "done"})
         )),
         "not-implemented"
     );
-    // Nothing was written: qa still holds its role.
-    let r = e.call("qa", "role.release", Value::Null);
+    assert_eq!(
+        err(&e.call(
+            "pm",
+            "role.revoke",
+            json!({"role": "nobody", "reason": "done"})
+        )),
+        "unknown-role"
+    );
+    // Nothing was written by any of those: qa still holds its role.
+    let before: i64 = e
+        .db()
+        .query_row("SELECT count(*) FROM role_claims", [], |r| r.get(0))
+        .unwrap();
+    // The role.end path (3d): the reason ends qa's run without a decision.
+    let reason = "stuck in a loop — ending it";
+    let r = e.call("pm", "role.revoke", json!({"role": "qa", "reason": reason}));
     assert_eq!(r["ok"], json!(true), "{r}");
+    let res = &r["result"];
+    assert_eq!(
+        (&res["role"], &res["run"], &res["op"], &res["reason"]),
+        (
+            &json!("qa"),
+            &json!("qa-1"),
+            &json!("revoke"),
+            &json!(reason)
+        )
+    );
+    let event = res["event"].as_str().unwrap().to_string();
+    let (kind, erun, subject, body): (String, String, Option<String>, String) = e
+        .db()
+        .query_row(
+            "SELECT kind, run, subject, body FROM events WHERE id = ?1",
+            [&event],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!((kind.as_str(), erun.as_str()), ("action.allowed", "pm-1"));
+    assert_eq!(subject.as_deref(), Some("qa"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"action": "role.revoke", "class": "within-role", "target": "qa", "reason": reason})
+    );
+    let claim: (
+        i64,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ) = e
+        .db()
+        .query_row(
+            "SELECT (SELECT count(*) FROM role_claims), run, op, decision, by, reason
+             FROM role_claims WHERE role = 'qa' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        claim,
+        (
+            before + 1,
+            "qa-1".into(),
+            "revoke".into(),
+            None,
+            Some("pm-1".into()),
+            Some(reason.into())
+        )
+    );
+    assert_eq!(
+        err(&e.call("qa", "role.release", Value::Null)),
+        "not-holder"
+    );
+    // A role nobody holds now: not-held.
+    assert_eq!(
+        err(&e.call(
+            "pm",
+            "role.revoke",
+            json!({"role": "qa", "reason": "again"})
+        )),
+        "not-held"
+    );
 }
 
 #[test]

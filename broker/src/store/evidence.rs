@@ -54,24 +54,50 @@ pub fn insert_event(
     Ok(Written { id, at })
 }
 
-/// A claim, release or revoke row.
-pub fn insert_claim(
-    t: &mut Tx<'_>,
-    business: &str,
-    role: &str,
-    run: &str,
-    op: &str,
-    decision: Option<&str>,
-    by: Option<&str>,
-) -> Result<Written, Code> {
+/// A claim, release or revoke row: who the role goes to or leaves, and
+/// on what grounds (a revoke's decision or, from 3d, its reason).
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRow<'a> {
+    pub role: &'a str,
+    pub run: &'a str,
+    pub op: &'a str,
+    pub decision: Option<&'a str>,
+    pub by: Option<&'a str>,
+    pub reason: Option<&'a str>,
+}
+
+impl<'a> ClaimRow<'a> {
+    /// A run claiming or releasing a role itself.
+    pub fn own(role: &'a str, run: &'a str, op: &'a str) -> ClaimRow<'a> {
+        ClaimRow {
+            role,
+            run,
+            op,
+            decision: None,
+            by: Some(run),
+            reason: None,
+        }
+    }
+}
+
+/// Inserts a claim, release or revoke row.
+pub fn insert_claim(t: &mut Tx<'_>, business: &str, c: &ClaimRow<'_>) -> Result<Written, Code> {
+    let ClaimRow {
+        role,
+        run,
+        op,
+        decision,
+        by,
+        reason,
+    } = *c;
     t.tokens
-        .check_all(&[Some(role), Some(run), Some(op), decision, by])?;
+        .check_all(&[Some(role), Some(run), Some(op), decision, by, reason])?;
     let at = t.now();
     t.tx.prepare_cached(
-        "INSERT INTO role_claims(business, role, run, op, decision, by, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO role_claims(business, role, run, op, decision, by, at, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
-    .and_then(|mut st| st.execute(params![business, role, run, op, decision, by, at]))
+    .and_then(|mut st| st.execute(params![business, role, run, op, decision, by, at, reason]))
     .map_err(|e| map_sql_error(&e))?;
     Ok(Written {
         id: t.tx.last_insert_rowid().to_string(),

@@ -336,9 +336,16 @@ fn init(conn: &Connection) -> Result<(), Code> {
         .map_err(storage)?;
     conn.execute_batch("BEGIN IMMEDIATE").map_err(storage)?;
     let r = conn.execute_batch(schema::SCHEMA_SQL).and_then(|_| {
+        // The comment cursors' epoch (3c) is when the store began to keep them.
+        let epoch = clock::format_ms(clock::now_ms());
         conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), ('schema_sha256', ?2)",
-            [schema::SCHEMA_VERSION, schema::SCHEMA_SHA256],
+            "INSERT INTO meta(key, value) VALUES ('schema_version', ?1), ('schema_sha256', ?2),
+             ('comment_cursor_epoch', ?3)",
+            [
+                schema::SCHEMA_VERSION,
+                schema::SCHEMA_SHA256,
+                epoch.as_str(),
+            ],
         )
     });
     match r {

@@ -5,11 +5,11 @@ use sha2::{Digest, Sha256};
 /// The schema this broker runs.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
-pub const SCHEMA_VERSION: &str = "3b";
+pub const SCHEMA_VERSION: &str = "3d";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "6c5f5f1f8cd72aa447b7839a3bf69bf1108cdbaa55245426e328b32918e3e059";
+pub const SCHEMA_SHA256: &str = "ef830d2153d6f56dc786aa75beaac00a76029ca8d22a2d6b2ff5091f76153f25";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "5d53bc58870af536406d5a7f6a718cf6d649e3fde5b9ca59671e11201a8c75f6";
+pub const MASTER_SHA256: &str = "fb681ab68fd5d9f0da6ba94dbfa35747adbc38263ad48e38d6b779d9cadb60f7";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also

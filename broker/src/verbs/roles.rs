@@ -3,8 +3,9 @@
 use super::{role_session, Args};
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::policy::routing::Class;
 use crate::store::decisions as dstore;
-use crate::store::evidence;
+use crate::store::evidence::{self, ClaimRow};
 use serde_json::{json, Value};
 
 /// The longest `role.revoke` reason, in characters (3i, row 123).
@@ -26,7 +27,7 @@ pub fn claim(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code
         if evidence::holder(&t.tx, business, role)?.is_some() {
             return Err(Code::RoleHeld);
         }
-        let w = evidence::insert_claim(t, business, role, run, "claim", None, Some(run))?;
+        let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "claim"))?;
         Ok(json!({"business": business, "role": role, "run": run, "op": "claim", "at": w.at}))
     })
 }
@@ -39,38 +40,44 @@ pub fn release(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
         if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);
         }
-        let w = evidence::insert_claim(t, business, role, run, "release", None, Some(run))?;
+        let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "release"))?;
         Ok(json!({"business": business, "role": role, "run": run, "op": "release", "at": w.at}))
     })
 }
 
-/// The spec's (3i, row 123) `role.revoke {role,reason}`: only a role whose
-/// file lists `role.end` may end a role with a reason instead of a decision;
-/// any other role gets `decision-required`. The reason path itself needs the
-/// 3d schema (a revoke row with a reason and no decision), which this 3b
-/// store refuses, so a `role.end` holder gets `not-implemented`.
-fn reason_path(business: &crate::config::Business, role: &str, reason: &Value) -> Code {
-    let ok = reason
-        .as_str()
-        .is_some_and(|r| (1..=REASON_MAX).contains(&r.chars().count()) && !r.contains('\0'));
-    if !ok {
-        return Code::InvalidRequest;
-    }
-    let lists_end = business.roles.get(role).is_some_and(|r| {
-        r.within_role.iter().any(|a| a == "role.end")
-            || r.cross_role.iter().any(|a| a == "role.end")
-    });
-    if lists_end {
-        Code::NotImplemented
+/// The definition of the business's thread instances (3i, row 121): such a
+/// target is ended through its threads, which this store (3d) does not have.
+const THREAD_DEFINITION: &str = "assistant";
+
+/// Whether `role`'s file lists `role.end` (the chief of staff's, 3i row 123).
+fn lists_role_end(business: &crate::config::Business, role: &str) -> Option<Class> {
+    let r = business.roles.get(role)?;
+    if r.within_role.iter().any(|a| a == "role.end") {
+        Some(Class::WithinRole)
+    } else if r.cross_role.iter().any(|a| a == "role.end") {
+        Some(Class::CrossRole)
     } else {
-        Code::DecisionRequired
+        None
+    }
+}
+
+/// A reason of 1 to 500 characters (3i, row 123).
+fn valid_reason(reason: &Value) -> Result<String, Code> {
+    match reason.as_str() {
+        Some(r) if (1..=REASON_MAX).contains(&r.chars().count()) && !r.contains('\0') => {
+            Ok(r.to_string())
+        }
+        _ => Err(Code::InvalidRequest),
     }
 }
 
 /// `role.revoke {role,decision}`: ends the target role's current holder with
 /// an approved, unused decision for this exact target and the holder
-/// recorded at the raise. The consumption, the `action.allowed` event and
-/// the `revoke` claim row commit together.
+/// recorded at the raise. `role.revoke {role,reason}` (3i, row 123): a role
+/// whose file lists `role.end` ends it with a reason instead, logged in the
+/// `action.allowed` body and on the revoke row; any other role gets
+/// `decision-required`, and ending the caller's own run `role-end-refused`.
+/// Either way the evidence and the `revoke` claim row commit together.
 pub fn revoke(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
     let (business_id, role, run) = role_session(caller)?;
     let target = args.str("role", 64)?;
@@ -89,7 +96,11 @@ pub fn revoke(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value,
         (Some(d), None) => d,
         // Both, or neither: a malformed request.
         (Some(_), Some(_)) | (None, None) => return Err(Code::InvalidRequest),
-        (None, Some(reason)) => return Err(reason_path(business, role, &reason)),
+        (None, Some(reason)) => {
+            let reason = valid_reason(&reason)?;
+            let class = lists_role_end(business, role).ok_or(Code::DecisionRequired)?;
+            return end_with_reason(core, business, (role, run), &target, &reason, class);
+        }
     };
     core.store.write(|t| {
         let d = dstore::load(&t.tx, business_id, &decision)?.ok_or(Code::DecisionNotFound)?;
@@ -108,18 +119,71 @@ pub fn revoke(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value,
             Some(&target),
             Some(&decision),
         )?;
-        let w = evidence::insert_claim(
-            t,
-            business_id,
-            &target,
-            &current,
-            "revoke",
-            Some(&decision),
-            Some(run),
-        )?;
+        let row = ClaimRow {
+            role: &target,
+            run: &current,
+            op: "revoke",
+            decision: Some(&decision),
+            by: Some(run),
+            reason: None,
+        };
+        let w = evidence::insert_claim(t, business_id, &row)?;
         Ok(
             json!({"role": target, "run": current, "op": "revoke", "decision": decision,
                   "event": out.event.id, "at": w.at}),
+        )
+    })
+}
+
+/// The `role.end` path of `role.revoke`: no decision, the reason in the
+/// `action.allowed` body and on the revoke row.
+fn end_with_reason(
+    core: &mut Core,
+    business: &crate::config::Business,
+    (role, run): (&str, &str),
+    target: &str,
+    reason: &str,
+    class: Class,
+) -> Result<Value, Code> {
+    let thread_instance = business
+        .roles
+        .get(target)
+        .and_then(|r| r.definition.as_deref())
+        == Some(THREAD_DEFINITION);
+    if thread_instance {
+        // Ended through its threads (3i rows 121, 155): schema 3e.
+        return Err(Code::NotImplemented);
+    }
+    core.store.write(|t| {
+        let current = evidence::holder(&t.tx, &business.id, target)?.ok_or(Code::NotHeld)?;
+        if current == run {
+            return Err(Code::RoleEndRefused);
+        }
+        let body = json!({"action": "role.revoke", "class": class.as_str(),
+                          "target": target, "reason": reason});
+        let event = evidence::insert_event(
+            t,
+            &business.id,
+            "action.allowed",
+            evidence::Actor {
+                role: Some(role),
+                run: Some(run),
+            },
+            Some(target),
+            &body,
+        )?;
+        let row = ClaimRow {
+            role: target,
+            run: &current,
+            op: "revoke",
+            decision: None,
+            by: Some(run),
+            reason: Some(reason),
+        };
+        let w = evidence::insert_claim(t, &business.id, &row)?;
+        Ok(
+            json!({"role": target, "run": current, "op": "revoke", "reason": reason,
+                  "event": event.id, "at": w.at}),
         )
     })
 }

@@ -1,10 +1,15 @@
-//! Migration steps, one module per step, named `<from>_to_<to>`.
+//! Migration steps, one module per step, named `s<from>_to_<to>`, each with
+//! its statements in a `.sql` file beside it (the broker's `schema.sql` ends
+//! with the same statements, so a new store and a migrated one match).
 //!
 //! A step gets the store inside the transaction the runner opened, with the
 //! `meta` update guard lifted; it adds its DDL (and any rows its version
 //! needs) and returns the lines it wants printed. The runner then writes the
 //! new version and digest into `meta`, restores the guard and checks the
 //! result against the next version's pin before it commits.
+
+mod s3b_to_3c;
+mod s3c_to_3d;
 
 use rusqlite::Connection;
 
@@ -17,6 +22,18 @@ pub struct Step {
     pub apply: fn(&Connection) -> rusqlite::Result<Vec<String>>,
 }
 
-/// Every step, in lineage order. The broker runs the first version of the
-/// lineage (3b), so there is none yet.
-pub const STEPS: &[Step] = &[];
+/// Every step, in lineage order.
+pub const STEPS: &[Step] = &[
+    Step {
+        from: "3b",
+        to: "3c",
+        name: "3b-to-3c",
+        apply: s3b_to_3c::apply,
+    },
+    Step {
+        from: "3c",
+        to: "3d",
+        name: "3c-to-3d",
+        apply: s3c_to_3d::apply,
+    },
+];
