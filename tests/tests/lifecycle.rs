@@ -979,6 +979,46 @@ fn the_embedded_runtime_offers_every_host_op_as_a_method() {
     assert!(bus.join("bus.sqlite").exists());
 }
 
+/// The embedded runtime's `record_event` takes a body as a value, with no
+/// JSON parser in front to bound its depth: one nested past what serde_json
+/// reads back (127 levels) is `invalid-request`, not a store error
+/// (`storage-unavailable` past SQLite's JSON depth limit) or an event the
+/// trail could not read back. Found by fuzzing the host ops in process.
+#[test]
+fn a_record_event_body_nested_too_deep_is_invalid_request() {
+    use mosaic_bus::config::LaunchRecord;
+    use mosaic_bus::Code;
+    let root = data_root();
+    let cfg = mosaic_bus::BootConfig::from_json(config(root.path())).expect("config");
+    let rt = mosaic_bus::start_broker(cfg).expect("start_broker");
+    let run = sleeper();
+    let record = LaunchRecord::from_json(launch("pm", "run-1", run.id())).expect("record");
+    let cap = rt.bind_launch(record).expect("bindLaunch")["cap"]
+        .as_str()
+        .expect("cap")
+        .to_string();
+    let body = |levels: usize| {
+        let mut v = json!("x");
+        for _ in 1..levels {
+            v = json!({ "a": v });
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("a".into(), v);
+        m
+    };
+    for levels in [128, 1001] {
+        assert_eq!(
+            rt.record_event(&cap, "tracker.note", body(levels), None),
+            Err(Code::InvalidRequest),
+            "{levels} levels"
+        );
+    }
+    assert!(rt
+        .record_event(&cap, "tracker.note", body(127), None)
+        .is_ok());
+    rt.close();
+}
+
 /// `--host-fd` takes an open socket above 2: anything else is a usage error
 /// (exit 2, `{"error":"usage"}` last on stderr), a number that names no
 /// inherited descriptor too (the broker must not mistake one it opened

@@ -22,6 +22,32 @@ pub const RESERVED_KINDS: &[&str] = &[
     "session.ended",
 ];
 
+/// The deepest `recordEvent` body, in nesting levels (the body object is
+/// level 1): the deepest JSON serde_json reads back (its recursion limit of
+/// 128 counts the outermost value too). A host channel line can't carry a
+/// deeper one; the embedded runtime's `record_event` could, and the store
+/// would refuse one past SQLite's JSON depth limit (1000) as
+/// `storage-unavailable`, or keep one the trail could not read back.
+pub const MAX_BODY_DEPTH: usize = 127;
+
+/// True when `v` nests deeper than `max` levels (a scalar is level 0, an
+/// empty array or object level 1). Iterative: the value may be deep.
+fn deeper_than(v: &Value, max: usize) -> bool {
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(m) => Box::new(m.values()),
+            _ => continue,
+        };
+        if d + 1 > max {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    false
+}
+
 fn kind_ok(k: &str) -> bool {
     (3..=64).contains(&k.len())
         && k.bytes().all(|c| {
@@ -79,6 +105,9 @@ pub fn record_event_as(
         }
     }
     let body = Value::Object(body);
+    if deeper_than(&body, MAX_BODY_DEPTH) {
+        return Err(Code::InvalidRequest);
+    }
     let r = core.store.write(|t| {
         if kind == "task.created" {
             if subject.is_none() {
@@ -180,5 +209,34 @@ pub fn record_task(
             Code::KnownToken,
         )),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nested(levels: usize) -> Value {
+        let mut v = json!(1);
+        for _ in 0..levels {
+            v = json!({ "a": v });
+        }
+        v
+    }
+
+    #[test]
+    fn body_depth_is_what_serde_json_reads_back() {
+        for (levels, deeper) in [(0, false), (1, false), (MAX_BODY_DEPTH, false)] {
+            assert_eq!(deeper_than(&nested(levels), MAX_BODY_DEPTH), deeper);
+        }
+        assert!(deeper_than(&nested(MAX_BODY_DEPTH + 1), MAX_BODY_DEPTH));
+        assert!(deeper_than(&json!({"a": [[], {"b": [[[]]]}]}), 5));
+        assert!(!deeper_than(&json!({"a": [[], {"b": [[[]]]}]}), 6));
+        // The limit is serde_json's: the deepest body parses back, one more level doesn't.
+        let at = nested(MAX_BODY_DEPTH).to_string();
+        assert!(serde_json::from_str::<Value>(&at).is_ok());
+        let past = nested(MAX_BODY_DEPTH + 1).to_string();
+        assert!(serde_json::from_str::<Value>(&past).is_err());
     }
 }
