@@ -106,6 +106,36 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     None
 }
 
+/// Runs a command that should exit on its own and returns its status code
+/// and stderr; kills it after 15 s as a hang guard (code `None`), so a
+/// broker that wrongly keeps serving fails the test instead of hanging it.
+pub fn run_to_exit(mut cmd: Command) -> (Option<i32>, String) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = KillOnDrop(cmd.spawn().expect("spawn"));
+    let code = wait_exit(&mut child.0, Duration::from_secs(15)).and_then(|s| s.code());
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let mut err = String::new();
+    if let Some(mut e) = child.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    (code, err)
+}
+
+/// A child process killed and reaped when dropped, so a test that fails
+/// half way leaves nothing running (a `--control` broker keeps serving
+/// after its host goes).
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A real `mosaic-bus --host-fd 3` child and our end of its channel.
 pub struct Broker {
     pub child: Child,

@@ -400,7 +400,7 @@ fn namespaced_control(
     dir: &Path,
     stored: Option<&std::os::fd::OwnedFd>,
 ) -> (
-    std::process::Child,
+    KillOnDrop,
     std::io::BufReader<std::os::unix::net::UnixStream>,
 ) {
     use std::os::fd::AsRawFd;
@@ -440,7 +440,7 @@ fn namespaced_control(
             })
         };
     }
-    let child = cmd.spawn().unwrap();
+    let child = KillOnDrop(cmd.spawn().unwrap());
     let mut buf = [0u8; 512];
     let n = notify.recv(&mut buf).expect("READY from the broker");
     assert!(buf[..n].starts_with(b"READY=1"));
@@ -462,7 +462,7 @@ fn host_op(host: &mut std::io::BufReader<std::os::unix::net::UnixStream>, v: Val
 /// A booted `mosaic-bus --control` inside a new user namespace (as a
 /// sandboxed systemd user unit runs it), on a fresh data root.
 struct NsBroker {
-    child: std::process::Child,
+    child: KillOnDrop,
     host: std::io::BufReader<std::os::unix::net::UnixStream>,
     boot: Value,
     socket: PathBuf,
@@ -501,7 +501,7 @@ impl NsBroker {
     fn close(mut self) {
         let r = host_op(&mut self.host, json!({"op": "close"}));
         assert_eq!(r["ok"], json!(true), "{r}");
-        assert!(self.child.wait().unwrap().success());
+        assert!(self.child.0.wait().unwrap().success());
     }
 }
 
@@ -611,15 +611,14 @@ fn proofd_from_systemd_without_the_descriptor_refuses_to_start() {
     let ctl = run.path().join("control.sock");
     // No LISTEN_* at all, and LISTEN_PID naming another process.
     for env in [vec![], vec![("LISTEN_PID", "1"), ("LISTEN_FDS", "1")]] {
-        let out = Command::new(bin("mosaic-bus"))
-            .arg("--control")
+        let mut cmd = Command::new(bin("mosaic-bus"));
+        cmd.arg("--control")
             .arg(&ctl)
             .arg("--proofd-from-systemd")
-            .envs(env)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_refused_start(&out, "proofd-spawn");
+            .envs(env);
+        let (code, err) = run_to_exit(cmd);
+        assert_eq!(code, Some(2), "{err}");
+        assert_eq!(err.trim(), json!({"error": "proofd-spawn"}).to_string());
     }
     // The launcher needs a manager to hand its descriptor to.
     let out = Command::new(bin("mosaic-proofd"))

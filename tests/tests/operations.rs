@@ -659,29 +659,6 @@ fn a_control_peer_of_another_user_gets_peer_uid() {
     assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
 }
 
-/// Runs a `mosaic-bus` that should exit on its own; kills it after 15 s as a
-/// hang guard. Returns its status code and stderr.
-fn run_to_exit(mut cmd: Command) -> (Option<i32>, String) {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env_remove("NOTIFY_SOCKET");
-    let mut child = cmd.spawn().expect("spawn mosaic-bus");
-    let code = match wait_exit(&mut child, Duration::from_secs(15)) {
-        Some(s) => s.code(),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
-    (code, err)
-}
-
 /// The host's place is taken by the first line, not by the connect: a
 /// connection that has said nothing (a liveness probe, a host still making
 /// its config) does not turn away a host that boots meanwhile; it is
@@ -719,7 +696,9 @@ fn a_second_broker_on_a_live_control_socket_refuses_control_in_use() {
     let mut c = Control::spawn(&[], &[]);
     assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");
     let mut cmd = Command::new(bin("mosaic-bus"));
-    cmd.arg("--control").arg(c.control_path());
+    cmd.arg("--control")
+        .arg(c.control_path())
+        .env_remove("NOTIFY_SOCKET");
     let (code, err) = run_to_exit(cmd);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(err.lines().last(), Some(r#"{"error":"control-in-use"}"#));
@@ -819,7 +798,10 @@ fn control_paths_that_are_not_private_refuse_before_listening() {
         (file.clone(), "unsafe-path"),
     ] {
         let mut cmd = Command::new(bin("mosaic-bus"));
-        cmd.arg("--control").arg(&path).current_dir(dir.path());
+        cmd.arg("--control")
+            .arg(&path)
+            .current_dir(dir.path())
+            .env_remove("NOTIFY_SOCKET");
         let (status, err) = run_to_exit(cmd);
         assert_eq!(status, Some(2), "{path:?}: {err}");
         let want = format!("{{\"error\":\"{code}\"}}");
