@@ -19,22 +19,27 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-/// A store the broker made, holding evidence: a claim, two messages and
-/// their `action.allowed` events. The lock is given back, as after a stop.
-fn broker_store(root: &Path) {
-    let cfg = BootConfig::from_json(json!({
+/// The business these stores serve: r1 sends to r0; r0 may end a role
+/// with a reason (`role.end`).
+fn config(root: &Path) -> BootConfig {
+    BootConfig::from_json(json!({
         "dataRoot": root.to_str().expect("utf-8 path"),
         "businesses": {"acme": {"id": "acme", "human": "Ada",
             "arbiters": {"technical": "r0", "delivery": "r0"},
             "roles": {
-                "r0": {"authority": {"withinRole": ["message.send"], "crossRole": []}},
+                "r0": {"authority": {"withinRole": ["message.send", "role.end"], "crossRole": []}},
                 "r1": {"authority": {"withinRole": ["message.send"], "crossRole": []}}
             }}},
     }))
-    .expect("config");
+    .expect("config")
+}
+
+/// A store the broker made, holding evidence: a claim, two messages and
+/// their `action.allowed` events. The lock is given back, as after a stop.
+fn broker_store(root: &Path) {
     let bus = BusDir::acquire(root).expect("lock");
     let store = Store::open(&bus.db_path()).expect("store");
-    let mut core = Core::new(store, Arc::new(cfg));
+    let mut core = Core::new(store, Arc::new(config(root)));
     let caller = Caller::Role {
         business: "acme".into(),
         role: "r1".into(),
@@ -376,19 +381,9 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
 
     // The broker opens the migrated store and serves 3d's own path on the
     // 3b era's claim: the role.end holder ends run-old with a reason.
-    let cfg = BootConfig::from_json(json!({
-        "dataRoot": path(&root),
-        "businesses": {"acme": {"id": "acme", "human": "Ada",
-            "arbiters": {"technical": "r0", "delivery": "r0"},
-            "roles": {
-                "r0": {"authority": {"withinRole": ["message.send", "role.end"], "crossRole": []}},
-                "r1": {"authority": {"withinRole": ["message.send"], "crossRole": []}}
-            }}},
-    }))
-    .expect("config");
     let bus = BusDir::acquire(root.path()).expect("lock");
     let store = Store::open(&bus.db_path()).expect("the broker opens the migrated store");
-    let mut core = Core::new(store, Arc::new(cfg));
+    let mut core = Core::new(store, Arc::new(config(root.path())));
     let chief = Caller::Role {
         business: "acme".into(),
         role: "r0".into(),
