@@ -808,6 +808,18 @@ fn open_reports_integrity_before_a_bad_timestamp() {
 fn cursors_move_forward_and_a_revoke_needs_a_resolved_decision_or_a_reason() {
     let (_d, db) = fresh();
     let c = raw(&db);
+    // A new store records its comment-cursor epoch once, canonical.
+    let epoch: String = c
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'comment_cursor_epoch'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        mosaic_bus::store::clock::parse_canonical(&epoch).is_some(),
+        "{epoch}"
+    );
     let cursor = |task: i64, last: i64| {
         c.execute(
             "INSERT INTO task_comment_cursors(business, task_id, last_comment) VALUES ('acme', ?1, ?2)",
