@@ -865,4 +865,31 @@ fn cursors_move_forward_and_a_revoke_needs_a_resolved_decision_or_a_reason() {
         assert!(format!("{r:?}").contains("CHECK"), "{r:?}");
     }
     revoke(Some(&"é".repeat(500)), "2999-01-01T00:00:00.001Z").unwrap();
+
+    // A decision counts only once it is resolved.
+    c.execute(
+        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
+           class, routed_to, question, options, recommendation, approval_choice, blocking, at)
+         VALUES ('d1', 'acme', 'pm', 'pm-1', 'role.revoke', 'qa', 'gated', 'human', 'End qa?',
+           '[{\"key\":\"yes\",\"text\":\"Yes\"}]', 'yes', 'yes', 0,
+           '2999-01-01T00:00:00.000Z')",
+        [],
+    )
+    .unwrap();
+    let by_decision = |at: &str| {
+        c.execute(
+            "INSERT INTO role_claims(business, role, run, op, decision, by, at)
+             VALUES ('acme', 'qa', 'qa-1', 'revoke', 'd1', 'pm-1', ?1)",
+            [at],
+        )
+    };
+    let r = by_decision("2999-01-01T00:00:00.002Z");
+    assert!(format!("{r:?}").contains("revoke-needs-decision"), "{r:?}");
+    c.execute(
+        "INSERT INTO decision_events(decision, kind, by, choice, at)
+         VALUES ('d1', 'resolved', 'human', 'yes', '2999-01-01T00:00:00.000Z')",
+        [],
+    )
+    .unwrap();
+    by_decision("2999-01-01T00:00:00.002Z").unwrap();
 }

@@ -8,11 +8,10 @@
 
 use crate::steps::Step;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::root::{check_private, BusDir, BUS_DIR, DB_FILE};
+use mosaic_bus::store::root::{check_data_root, check_private, BusDir, BUS_DIR, DB_FILE};
 use mosaic_bus::store::schema::{master_digest, sha256_hex, Pin};
 use mosaic_bus::store::{check_pin, stored_version, whole_store_checks};
 use rusqlite::{Connection, OpenFlags};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// What a migration did.
@@ -44,14 +43,7 @@ pub fn migrate(
     steps: &[Step],
     out: &mut dyn FnMut(&str),
 ) -> Result<Report, Code> {
-    if !data_root.is_absolute() {
-        return Err(Code::DataRoot);
-    }
-    let md = std::fs::symlink_metadata(data_root).map_err(|_| Code::DataRoot)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if !md.file_type().is_dir() || md.uid() != unsafe { libc::geteuid() } {
-        return Err(Code::DataRoot);
-    }
+    check_data_root(data_root)?;
     // Before the lock: taking it would create `bus/`.
     let dir = data_root.join(BUS_DIR);
     let db = dir.join(DB_FILE);

@@ -73,6 +73,12 @@ impl Control {
         Host(BufReader::new(s))
     }
 
+    /// Closes the broker through `host` and sees it exit 0.
+    fn close_by(&mut self, host: &mut Host) {
+        assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
+        assert_eq!(self.wait(Duration::from_secs(15)), Some(0));
+    }
+
     fn wait(&mut self, limit: Duration) -> Option<i32> {
         wait_exit(&mut self.child, limit).map(|s| s.code().unwrap_or(-1))
     }
@@ -400,8 +406,7 @@ fn logs_are_single_plain_lines_and_never_carry_secrets() {
     );
     let r = host.op(json!({"op": "endLaunch", "record": {"business": "acme", "run": "run-logs", "reason": "done"}}));
     assert_eq!(r["ok"], json!(true), "{r}");
-    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
-    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    c.close_by(&mut host);
     let _ = run.kill();
     let _ = run.wait();
 
@@ -655,8 +660,7 @@ fn a_control_peer_of_another_user_gets_peer_uid() {
     // The broker's own user is still the host.
     let mut host = c.host();
     assert_eq!(host.boot(root.path())["ok"], json!(true));
-    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
-    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    c.close_by(&mut host);
 }
 
 /// The host's place is taken by the first line, not by the connect: a
@@ -683,8 +687,7 @@ fn a_silent_connection_does_not_hold_the_host_place() {
         r,
         json!({"ok": false, "error": "unknown-capability", "id": 3})
     );
-    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
-    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    c.close_by(&mut host);
 }
 
 /// A second `--control` broker on the path a live broker listens on
@@ -708,8 +711,7 @@ fn a_second_broker_on_a_live_control_socket_refuses_control_in_use() {
     let mut host = c.host();
     let r = host.boot(root.path());
     assert_eq!(r["ok"], json!(true), "{r}");
-    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
-    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    c.close_by(&mut host);
 
     // A socket nobody listens on (a crashed broker's) is replaced.
     let dir = tempfile::Builder::new()
@@ -773,8 +775,7 @@ fn an_oversized_boot_is_answered_invalid_config() {
     );
     let mut host = c.host();
     assert_eq!(host.boot(root.path())["ok"], json!(true));
-    assert_eq!(host.op(json!({"op": "close"}))["ok"], json!(true));
-    assert_eq!(c.wait(Duration::from_secs(15)), Some(0));
+    c.close_by(&mut host);
 }
 
 /// The control socket's directory must be ours and 0700, the path absolute,

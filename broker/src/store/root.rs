@@ -43,16 +43,23 @@ pub fn check_private(path: &Path, want_dir: bool) -> Result<bool, Code> {
     }
 }
 
+/// `dataRoot` must be an absolute path to an existing directory (not a
+/// symlink) owned by us: `data-root` otherwise.
+pub fn check_data_root(data_root: &Path) -> Result<(), Code> {
+    if !data_root.is_absolute() {
+        return Err(Code::DataRoot);
+    }
+    let md = fs::symlink_metadata(data_root).map_err(|_| Code::DataRoot)?;
+    if !md.file_type().is_dir() || md.uid() != euid() {
+        return Err(Code::DataRoot);
+    }
+    Ok(())
+}
+
 impl BusDir {
     /// Validates `dataRoot`, creates or checks `bus/`, and takes `writer.lock`.
     pub fn acquire(data_root: &Path) -> Result<BusDir, Code> {
-        if !data_root.is_absolute() {
-            return Err(Code::DataRoot);
-        }
-        let md = fs::symlink_metadata(data_root).map_err(|_| Code::DataRoot)?;
-        if !md.file_type().is_dir() || md.uid() != euid() {
-            return Err(Code::DataRoot);
-        }
+        check_data_root(data_root)?;
         let dir = data_root.join(BUS_DIR);
         if !check_private(&dir, true)? {
             fs::DirBuilder::new()
