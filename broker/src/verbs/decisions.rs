@@ -5,7 +5,7 @@
 //! `decision_events` row; a close by anyone but the raising run sends the
 //! raising role one DECISION message in the same transaction.
 
-use super::{role_session, Args};
+use super::{role_session, Args, Verb};
 use crate::config::{BootConfig, Business};
 use crate::core::{Caller, Core};
 use crate::error::Code;
@@ -97,89 +97,151 @@ fn business_of<'c>(config: &'c BootConfig, id: &str) -> Result<&'c Business, Cod
     config.businesses.get(id).ok_or(Code::UnknownBusiness)
 }
 
-/// `decision.raise`.
-pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    let (business_id, role, run) = role_session(caller)?;
-    let action = args.str("action", 64)?;
-    let question = args.str("question", QUESTION_MAX)?;
-    let options = args.take("options");
-    let recommendation = args.take("recommendation");
-    let blocking = match args.take("blocking") {
-        Some(Value::Bool(b)) => b,
-        _ => return Err(Code::InvalidRequest),
-    };
-    let domain = match args.opt_str("domain", 16)? {
-        None => None,
-        Some(d) => Some(Domain::parse(&d).ok_or(Code::InvalidRequest)?),
-    };
-    let target = args.opt_str("target", 256)?;
-    let project = args.opt_str("project", 64)?;
-    let task_ref = args.opt_str("task_ref", 64)?;
-    let requirement_ref = args.opt_str("requirement_ref", 64)?;
-    let supersedes = args.opt_str("supersedes", 64)?;
-    let choice = args.opt_str("choice", 160)?;
-    let approval = args.take("approvalChoice");
-    args.finish()?;
+/// `decision.raise {action, question, options, recommendation, blocking,
+/// domain?, target?, project?, task_ref?, requirement_ref?, supersedes?,
+/// choice?, approvalChoice?}`.
+pub struct Raise {
+    action: String,
+    question: String,
+    options: Vec<(String, String)>,
+    recommendation: String,
+    approval_choice: String,
+    blocking: bool,
+    domain: Option<Domain>,
+    target: Option<String>,
+    project: Option<String>,
+    task_ref: Option<String>,
+    requirement_ref: Option<String>,
+    supersedes: Option<String>,
+    choice: Option<String>,
+}
 
-    // The three choice checks, in the spec's order.
-    let options = parse_options(options)?;
-    match &recommendation {
-        Some(Value::String(r)) if is_key(&options, r) => {}
-        _ => return Err(Code::InvalidRecommendation),
-    }
-    let approval_choice = match approval {
-        None | Some(Value::Null) => "yes".to_string(),
-        Some(Value::String(s)) => s,
-        Some(_) => return Err(Code::InvalidApprovalChoice),
-    };
-    if !is_key(&options, &approval_choice) {
-        return Err(Code::InvalidApprovalChoice);
-    }
-    let recommendation = match recommendation {
-        Some(Value::String(r)) => r,
-        _ => return Err(Code::InvalidRecommendation),
-    };
+impl Verb for Raise {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let action = args.str("action", 64)?;
+        let question = args.str("question", QUESTION_MAX)?;
+        let options = args.take("options");
+        let recommendation = args.take("recommendation");
+        let blocking = match args.take("blocking") {
+            Some(Value::Bool(b)) => b,
+            _ => return Err(Code::InvalidRequest),
+        };
+        let domain = match args.opt_str("domain", 16)? {
+            None => None,
+            Some(d) => Some(Domain::parse(&d).ok_or(Code::InvalidRequest)?),
+        };
+        let target = args.opt_str("target", 256)?;
+        let project = args.opt_str("project", 64)?;
+        let task_ref = args.opt_str("task_ref", 64)?;
+        let requirement_ref = args.opt_str("requirement_ref", 64)?;
+        let supersedes = args.opt_str("supersedes", 64)?;
+        let choice = args.opt_str("choice", 160)?;
+        let approval = args.take("approvalChoice");
+        args.finish()?;
 
-    if !actions::known(&action) {
-        return Err(Code::UnknownAction);
-    }
-    if blocking && task_ref.is_none() {
-        return Err(Code::TaskRequired);
-    }
-    if task_ref.as_deref().is_some_and(|t| !ids::is_task_ref(t))
-        || requirement_ref
-            .as_deref()
-            .is_some_and(|r| !is_requirement_ref(r))
-    {
-        return Err(Code::InvalidRequest);
-    }
-    let config = core.config.clone();
-    let business = business_of(&config, business_id)?;
-    if let Some(p) = &project {
-        if !business.projects.contains_key(p) {
-            return Err(Code::UnknownProject);
+        // The three choice checks, in the spec's order.
+        let options = parse_options(options)?;
+        match &recommendation {
+            Some(Value::String(r)) if is_key(&options, r) => {}
+            _ => return Err(Code::InvalidRecommendation),
         }
-    }
-    if matches!(action.as_str(), "role.revoke" | "role.launch") {
-        let t = target.as_deref().ok_or(Code::InvalidRequest)?;
-        if !business.roles.contains_key(t) {
-            return Err(Code::UnknownRole);
+        let approval_choice = match approval {
+            None | Some(Value::Null) => "yes".to_string(),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(Code::InvalidApprovalChoice),
+        };
+        if !is_key(&options, &approval_choice) {
+            return Err(Code::InvalidApprovalChoice);
         }
+        let recommendation = match recommendation {
+            Some(Value::String(r)) => r,
+            _ => return Err(Code::InvalidRecommendation),
+        };
+
+        if !actions::known(&action) {
+            return Err(Code::UnknownAction);
+        }
+        if blocking && task_ref.is_none() {
+            return Err(Code::TaskRequired);
+        }
+        if task_ref.as_deref().is_some_and(|t| !ids::is_task_ref(t))
+            || requirement_ref
+                .as_deref()
+                .is_some_and(|r| !is_requirement_ref(r))
+        {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Raise {
+            action,
+            question,
+            options,
+            recommendation,
+            approval_choice,
+            blocking,
+            domain,
+            target,
+            project,
+            task_ref,
+            requirement_ref,
+            supersedes,
+            choice,
+        })
     }
-    let class = routing::classify(business, role, &action);
-    let routed_to = routing::route(business, role, class, domain);
-    match (class, &choice) {
-        (Class::WithinRole, None) => return Err(Code::ChoiceRequired),
-        (Class::WithinRole, Some(c)) if !is_key(&options, c) => return Err(Code::InvalidChoice),
-        (Class::WithinRole, Some(_)) => {}
-        (_, Some(_)) => return Err(Code::InvalidChoice),
-        (_, None) => {}
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let (business_id, role, run) = role_session(caller)?;
+        let config = core.config.clone();
+        let business = business_of(&config, business_id)?;
+        let (class, routed_to) = self.check(business, role)?;
+        if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
+            return self.refuse_route(core, business_id, role, run);
+        }
+        core.store
+            .write(|t| self.write(t, business_id, (role, run), class, &routed_to))
     }
-    if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
-        // Refused and logged; nothing about the decision is stored.
+}
+
+impl Raise {
+    /// The checks against the business: project, target role, the action's
+    /// class and route, and the within-role choice.
+    fn check(&self, business: &Business, role: &str) -> Result<(Class, String), Code> {
+        if let Some(p) = &self.project {
+            if !business.projects.contains_key(p) {
+                return Err(Code::UnknownProject);
+            }
+        }
+        if matches!(self.action.as_str(), "role.revoke" | "role.launch") {
+            let t = self.target.as_deref().ok_or(Code::InvalidRequest)?;
+            if !business.roles.contains_key(t) {
+                return Err(Code::UnknownRole);
+            }
+        }
+        let class = routing::classify(business, role, &self.action);
+        let routed_to = routing::route(business, role, class, self.domain);
+        match (class, &self.choice) {
+            (Class::WithinRole, None) => return Err(Code::ChoiceRequired),
+            (Class::WithinRole, Some(c)) if !is_key(&self.options, c) => {
+                return Err(Code::InvalidChoice)
+            }
+            (Class::WithinRole, Some(_)) => {}
+            (_, Some(_)) => return Err(Code::InvalidChoice),
+            (_, None) => {}
+        }
+        Ok((class, routed_to))
+    }
+
+    /// A route the raiser may not close to: refused and logged; nothing
+    /// about the decision is stored.
+    fn refuse_route(
+        &self,
+        core: &mut Core,
+        business_id: &str,
+        role: &str,
+        run: &str,
+    ) -> Result<Value, Code> {
         let mut body =
             json!({"action": "decision.raise", "code": Code::DecisionRouteRefused.as_str()});
-        body["authorization"] = json!({"action": action, "target": target});
+        body["authorization"] = json!({"action": self.action, "target": self.target});
         core.store
             .write(|t| {
                 evidence::insert_event(
@@ -190,83 +252,68 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
                         role: Some(role),
                         run: Some(run),
                     },
-                    task_ref.as_deref(),
+                    self.task_ref.as_deref(),
                     &body,
                 )
             })
             .map_err(|_| Code::StorageUnavailable)?;
-        return Err(Code::DecisionRouteRefused);
+        Err(Code::DecisionRouteRefused)
     }
-    let options_json = Value::Array(
-        options
-            .iter()
-            .map(|(k, t)| json!({"key": k, "text": t}))
-            .collect(),
-    )
-    .to_string();
 
-    core.store.write(|t| {
+    /// The raise's transaction: holder and launch checks, the superseded
+    /// decision's withdraw, the row, its context event and (within-role)
+    /// its close.
+    fn write(
+        &self,
+        t: &mut Tx<'_>,
+        business_id: &str,
+        (role, run): (&str, &str),
+        class: Class,
+        routed_to: &str,
+    ) -> Result<Value, Code> {
         if evidence::holder(&t.tx, business_id, role)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);
         }
-        if action == "role.launch" {
+        if self.action == "role.launch" {
             let latest = store::launch_latest(&t.tx, business_id)?;
             if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
                 return Err(Code::LaunchRevoked);
             }
         }
-        if let Some(old) = &supersedes {
-            let prior = if ids::is_uuid(old) {
-                store::load(&t.tx, business_id, old)?
-            } else {
-                None
-            };
-            match prior {
-                Some(p) if p.is_open() && p.raised_by_role == role => {
-                    // A supersede is a withdraw by the raising role instance:
-                    // no close message.
-                    store::insert_decision_event(
-                        t,
-                        old,
-                        "withdrawn",
-                        run,
-                        Some(run),
-                        None,
-                        None,
-                        None,
-                    )?;
-                }
-                _ => return Err(Code::SupersedeRefused),
-            }
+        if let Some(old) = &self.supersedes {
+            supersede(t, business_id, (role, run), old)?;
         }
-        let target_holder = if action == "role.revoke" {
-            match target.as_deref() {
-                Some(tg) => evidence::holder(&t.tx, business_id, tg)?,
-                None => None,
-            }
-        } else {
-            None
+        let target_holder = match (self.action.as_str(), self.target.as_deref()) {
+            ("role.revoke", Some(tg)) => evidence::holder(&t.tx, business_id, tg)?,
+            _ => None,
         };
+        let options_json = Value::Array(
+            self.options
+                .iter()
+                .map(|(k, t)| json!({"key": k, "text": t}))
+                .collect(),
+        )
+        .to_string();
         let w = store::insert_decision(
             t,
             &NewDecision {
                 business: business_id,
                 raised_by_role: role,
                 raised_by_run: run,
-                action: &action,
-                target: target.as_deref(),
+                action: &self.action,
+                target: self.target.as_deref(),
                 class,
-                routed_to: &routed_to,
-                domain: domain.map(Domain::as_str),
-                question: &question,
+                routed_to,
+                domain: self.domain.map(Domain::as_str),
+                question: &self.question,
                 options: &options_json,
-                recommendation: &recommendation,
-                approval_choice: &approval_choice,
-                blocking,
-                project: project.as_deref(),
-                task_ref: task_ref.as_deref(),
-                requirement_ref: requirement_ref.as_deref(),
-                supersedes: supersedes.as_deref(),
+                recommendation: &self.recommendation,
+                approval_choice: &self.approval_choice,
+                blocking: self.blocking,
+                project: self.project.as_deref(),
+                task_ref: self.task_ref.as_deref(),
+                requirement_ref: self.requirement_ref.as_deref(),
+                supersedes: self.supersedes.as_deref(),
                 target_holder: target_holder.as_deref(),
             },
         )?;
@@ -285,9 +332,9 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
                 "action": "decision.raise",
                 "decision": w.id,
                 "authorization": {
-                    "action": action,
-                    "target": target,
-                    "approvalChoice": approval_choice,
+                    "action": self.action,
+                    "target": self.target,
+                    "approvalChoice": self.approval_choice,
                 },
             }),
         )?;
@@ -299,7 +346,7 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
                 "resolved",
                 run,
                 Some(run),
-                choice.as_deref(),
+                self.choice.as_deref(),
                 None,
                 None,
             )?;
@@ -308,7 +355,29 @@ pub fn raise(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
         let mut out = d.to_json();
         out["event"] = json!(ev.id);
         Ok(out)
-    })
+    }
+}
+
+/// `supersedes`: the old decision must be open and raised by the same
+/// role; it is withdrawn by the raising run (no close message).
+fn supersede(
+    t: &mut Tx<'_>,
+    business_id: &str,
+    (role, run): (&str, &str),
+    old: &str,
+) -> Result<(), Code> {
+    let prior = if ids::is_uuid(old) {
+        store::load(&t.tx, business_id, old)?
+    } else {
+        None
+    };
+    match prior {
+        Some(p) if p.is_open() && p.raised_by_role == role => {
+            store::insert_decision_event(t, old, "withdrawn", run, Some(run), None, None, None)?;
+            Ok(())
+        }
+        _ => Err(Code::SupersedeRefused),
+    }
 }
 
 /// Who closes or acknowledges: the human through the CLI, or a role's run.
@@ -438,12 +507,29 @@ fn load_open(t: &Tx<'_>, business: &str, id: &str) -> Result<DecisionRow, Code> 
 }
 
 /// `decision.resolve {id,choice,note?}`.
-pub fn resolve(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+pub struct Resolve {
+    id: String,
+    choice: String,
+    note: Option<String>,
+}
+
+impl Verb for Resolve {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let id = args.str("id", 64)?;
+        let choice = args.str("choice", 160)?;
+        let note = args.opt_str("note", NOTE_MAX)?;
+        args.finish()?;
+        Ok(Resolve { id, choice, note })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        resolve(core, caller, self)
+    }
+}
+
+fn resolve(core: &mut Core, caller: &Caller, args: Resolve) -> Result<Value, Code> {
     let who = closer(caller)?;
-    let id = args.str("id", 64)?;
-    let choice = args.str("choice", 160)?;
-    let note = args.opt_str("note", NOTE_MAX)?;
-    args.finish()?;
+    let Resolve { id, choice, note } = args;
     let config = core.config.clone();
     let business = business_of(&config, caller.business())?;
     core.store.write(|t| {
@@ -464,12 +550,37 @@ pub fn resolve(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value
     })
 }
 
+/// `{id, note?}`: the args of `decision.withdraw` and `decision.seen`.
+pub struct IdNote {
+    id: String,
+    note: Option<String>,
+}
+
+impl IdNote {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let id = args.str("id", 64)?;
+        let note = args.opt_str("note", NOTE_MAX)?;
+        args.finish()?;
+        Ok(IdNote { id, note })
+    }
+}
+
 /// `decision.withdraw {id,note?}`: the raising role instance or the human.
-pub fn withdraw(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+pub struct Withdraw(IdNote);
+
+impl Verb for Withdraw {
+    fn parse(args: Args) -> Result<Self, Code> {
+        IdNote::parse(args).map(Withdraw)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        withdraw(core, caller, self.0)
+    }
+}
+
+fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
     let who = closer(caller)?;
-    let id = args.str("id", 64)?;
-    let note = args.opt_str("note", NOTE_MAX)?;
-    args.finish()?;
+    let IdNote { id, note } = args;
     let config = core.config.clone();
     let business = business_of(&config, caller.business())?;
     core.store.write(|t| {
@@ -495,11 +606,21 @@ pub fn withdraw(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Valu
 }
 
 /// `decision.seen {id,note?}`: the resolver's acknowledgement; the decision stays open.
-pub fn seen(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+pub struct Seen(IdNote);
+
+impl Verb for Seen {
+    fn parse(args: Args) -> Result<Self, Code> {
+        IdNote::parse(args).map(Seen)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        seen(core, caller, self.0)
+    }
+}
+
+fn seen(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
     let who = closer(caller)?;
-    let id = args.str("id", 64)?;
-    let note = args.opt_str("note", NOTE_MAX)?;
-    args.finish()?;
+    let IdNote { id, note } = args;
     let config = core.config.clone();
     let business = business_of(&config, caller.business())?;
     core.store.write(|t| {
@@ -523,21 +644,32 @@ pub fn seen(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
     })
 }
 
-/// `decisions {list}`: human and reader sessions only.
-pub fn list(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    if matches!(caller, Caller::Role { .. }) {
-        return Err(Code::HumanRequired);
+/// `decisions {list: 'roles' | 'recent'}`: human and reader sessions only.
+pub enum List {
+    Roles,
+    Recent,
+}
+
+impl Verb for List {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let which = args.str("list", 16)?;
+        args.finish()?;
+        match which.as_str() {
+            "roles" => Ok(List::Roles),
+            "recent" => Ok(List::Recent),
+            _ => Err(Code::InvalidRequest),
+        }
     }
-    let which = args.str("list", 16)?;
-    args.finish()?;
-    let conn = core.store.conn();
-    let business = caller.business();
-    match which.as_str() {
-        "roles" => Ok(Value::Array(super::reads::open_for_roles(conn, business)?)),
-        "recent" => Ok(Value::Array(super::reads::recent_closed(
-            conn, business, RECENT,
-        )?)),
-        _ => Err(Code::InvalidRequest),
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let conn = core.store.conn();
+        let business = caller.business();
+        match self {
+            List::Roles => Ok(Value::Array(super::reads::open_for_roles(conn, business)?)),
+            List::Recent => Ok(Value::Array(super::reads::recent_closed(
+                conn, business, RECENT,
+            )?)),
+        }
     }
 }
 

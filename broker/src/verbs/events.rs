@@ -1,27 +1,44 @@
 //! `event.emit`: routine observations by the role's holder.
 
-use super::{role_session, Args};
+use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::store::evidence::{self, Actor};
 use serde_json::{json, Value};
 
-pub fn emit(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+/// `event.emit {kind: 'action.allowed', body: {action: 'routine', target?}, subject?}`.
+pub struct Emit {
+    target: Option<String>,
+    subject: Option<String>,
+}
+
+impl Verb for Emit {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let kind = args.str("kind", 64)?;
+        let body = args.opt_object("body")?.ok_or(Code::InvalidRequest)?;
+        let subject = args.opt_str("subject", 256)?;
+        args.finish()?;
+        if kind != "action.allowed" {
+            return Err(Code::InvalidRequest);
+        }
+        let mut body = Args::new(Some(body));
+        let action = body.str("action", 64)?;
+        let target = body.opt_str("target", 256)?;
+        body.finish()?;
+        if action != "routine" {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Emit { target, subject })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        emit(core, caller, self)
+    }
+}
+
+fn emit(core: &mut Core, caller: &Caller, args: Emit) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
-    let kind = args.str("kind", 64)?;
-    let body = args.opt_object("body")?.ok_or(Code::InvalidRequest)?;
-    let subject = args.opt_str("subject", 256)?;
-    args.finish()?;
-    if kind != "action.allowed" {
-        return Err(Code::InvalidRequest);
-    }
-    let mut body = Args::new(Some(body));
-    let action = body.str("action", 64)?;
-    let target = body.opt_str("target", 256)?;
-    body.finish()?;
-    if action != "routine" {
-        return Err(Code::InvalidRequest);
-    }
+    let Emit { target, subject } = args;
     let mut stored = json!({"action": "routine"});
     if let Some(t) = &target {
         stored["target"] = json!(t);

@@ -3,7 +3,7 @@
 //! `authorize`, `authorizeLaunch` and `refuse`.
 
 use super::decisions::HUMAN_RUN;
-use super::Args;
+use super::{Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids::is_task_ref;
@@ -17,17 +17,10 @@ const HUMAN_ACTOR: Actor<'static> = Actor {
     run: Some(HUMAN_RUN),
 };
 
-fn toggle(
-    core: &mut Core,
-    caller: &Caller,
-    args: Args,
-    verb: &str,
-    kind: &str,
-) -> Result<Value, Code> {
+fn toggle(core: &mut Core, caller: &Caller, verb: &str, kind: &str) -> Result<Value, Code> {
     let Caller::Human { business } = caller else {
         return Err(Code::HumanRequired);
     };
-    args.finish()?;
     core.store.write(|t| {
         let input = evidence::insert_event(
             t,
@@ -54,14 +47,32 @@ fn toggle(
     })
 }
 
-/// `launch.revoke`: the human stops every `role.launch` of the business.
-pub fn revoke(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    toggle(core, caller, args, "launch.revoke", "launch.revoked")
+/// `launch.revoke` (no args): the human stops every `role.launch` of the business.
+pub struct Revoke;
+
+impl Verb for Revoke {
+    fn parse(args: Args) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(Revoke)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        toggle(core, caller, "launch.revoke", "launch.revoked")
+    }
 }
 
-/// `launch.restore`: the human allows `role.launch` again.
-pub fn restore(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    toggle(core, caller, args, "launch.restore", "launch.restored")
+/// `launch.restore` (no args): the human allows `role.launch` again.
+pub struct Restore;
+
+impl Verb for Restore {
+    fn parse(args: Args) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(Restore)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        toggle(core, caller, "launch.restore", "launch.restored")
+    }
 }
 
 /// The role session a host op's capability names.

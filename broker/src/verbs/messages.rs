@@ -4,13 +4,15 @@
 //! `tester` (only as a reply to a tester's message). Each verb is one
 //! transaction: its checks, its evidence and its effects commit together.
 
-use super::Args;
+use super::{Args, Verb};
+use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::routing;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
+use crate::store::Tx;
 use serde_json::{json, Value};
 
 /// The spec's message classes (3b core; 3i's BLOCK and STAFF-REQUEST are later work).
@@ -70,103 +72,166 @@ fn json_len(v: &Value) -> usize {
 }
 
 /// `message.send {to, body, class?, in_reply_to?, corrects?, decision?}` → `{id, request}`.
-pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    if matches!(caller, Caller::Reader { .. }) {
-        return Err(Code::ReadOnly);
-    }
-    let to = args.str("to", 64)?;
-    let body = args.str("body", MAX_BODY)?;
-    let class = args.opt_str("class", 32)?;
-    let in_reply_to = args.opt_str("in_reply_to", 64)?;
-    let corrects = args.opt_str("corrects", 64)?;
-    let decision = args.opt_str("decision", 64)?;
-    args.finish()?;
-    let class = class.unwrap_or_else(|| DEFAULT_CLASS.to_string());
-    if !CLASSES.contains(&class.as_str()) {
-        return Err(Code::InvalidClass);
-    }
-    let config = core.config.clone();
-    let biz = config
-        .businesses
-        .get(caller.business())
-        .ok_or(Code::UnknownBusiness)?;
-    let is_role = biz.roles.contains_key(&to);
+pub struct Send {
+    to: String,
+    body: String,
+    class: String,
+    in_reply_to: Option<String>,
+    corrects: Option<String>,
+    decision: Option<String>,
+}
 
-    // Who may address whom.
-    match caller {
-        Caller::Reader { .. } => return Err(Code::ReadOnly),
-        Caller::Tester { .. } => {
-            if !is_role {
-                return Err(Code::UnknownRole);
-            }
-            if corrects.is_some() || decision.is_some() {
-                return Err(Code::InvalidRequest);
-            }
-            if !body.starts_with(TESTER_PREFIX) {
-                return Err(Code::TesterPrefix);
-            }
+impl Verb for Send {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let to = args.str("to", 64)?;
+        let body = args.str("body", MAX_BODY)?;
+        let class = args.opt_str("class", 32)?;
+        let in_reply_to = args.opt_str("in_reply_to", 64)?;
+        let corrects = args.opt_str("corrects", 64)?;
+        let decision = args.opt_str("decision", 64)?;
+        args.finish()?;
+        let class = class.unwrap_or_else(|| DEFAULT_CLASS.to_string());
+        if !CLASSES.contains(&class.as_str()) {
+            return Err(Code::InvalidClass);
         }
-        // The human addresses roles only: not itself, and never the tester.
-        Caller::Human { .. } => {
-            if !is_role {
-                return Err(Code::UnknownRole);
-            }
-        }
-        Caller::Role { .. } => {
-            if !is_role && to != HUMAN && to != TESTER {
-                return Err(Code::UnknownRole);
-            }
-        }
-    }
-    // The role definitions' messaging lists, when declared, bind the human
-    // and the roles; the tester address and the tester's own messages are
-    // outside them (a PM test's sender, answered only in reply).
-    let sender = match caller {
-        Caller::Human { .. } => Some(HUMAN),
-        Caller::Role { role, .. } => Some(role.as_str()),
-        Caller::Tester { .. } | Caller::Reader { .. } => None,
-    };
-    if let Some(from) = sender {
-        if to != TESTER && !routing::messaging_allowed(biz, from, &to) {
-            return Err(Code::NotAuthorized);
-        }
+        Ok(Send {
+            to,
+            body,
+            class,
+            in_reply_to,
+            corrects,
+            decision,
+        })
     }
 
-    let id = ids::uuid();
-    let b = biz.id.as_str();
-    core.store.write(|t| {
-        // References stay inside the business.
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let config = core.config.clone();
+        let biz = config
+            .businesses
+            .get(caller.business())
+            .ok_or(Code::UnknownBusiness)?;
+        let is_role = self.check(biz, caller)?;
+        let id = ids::uuid();
+        core.store.write(|t| {
+            let reply_from = self.check_references(t, &biz.id)?;
+            let sender = self.insert(t, biz, caller, &id, reply_from.as_deref())?;
+            let mut result = json!({"id": id, "request": sender.request});
+            if is_role {
+                if let Some(waiting) = tell_waiting(t, biz, &self.to, sender.role, &id)? {
+                    result["waiting"] = waiting;
+                }
+            }
+            Ok(result)
+        })
+    }
+}
+
+/// Who sent a message, as its evidence names it.
+struct Sent<'a> {
+    /// The `human.input` event behind a human's message.
+    request: Option<String>,
+    /// The sender the launch notice names (none for the tester).
+    role: Option<&'a str>,
+}
+
+impl Send {
+    /// Who may address whom, before the transaction: true when the
+    /// recipient is one of the business's roles.
+    fn check(&self, biz: &Business, caller: &Caller) -> Result<bool, Code> {
+        let to = self.to.as_str();
+        let is_role = biz.roles.contains_key(to);
+        match caller {
+            Caller::Reader { .. } => return Err(Code::ReadOnly),
+            Caller::Tester { .. } => {
+                if !is_role {
+                    return Err(Code::UnknownRole);
+                }
+                if self.corrects.is_some() || self.decision.is_some() {
+                    return Err(Code::InvalidRequest);
+                }
+                if !self.body.starts_with(TESTER_PREFIX) {
+                    return Err(Code::TesterPrefix);
+                }
+            }
+            // The human addresses roles only: not itself, and never the tester.
+            Caller::Human { .. } => {
+                if !is_role {
+                    return Err(Code::UnknownRole);
+                }
+            }
+            Caller::Role { .. } => {
+                if !is_role && to != HUMAN && to != TESTER {
+                    return Err(Code::UnknownRole);
+                }
+            }
+        }
+        // The role definitions' messaging lists, when declared, bind the human
+        // and the roles; the tester address and the tester's own messages are
+        // outside them (a PM test's sender, answered only in reply).
+        let sender = match caller {
+            Caller::Human { .. } => Some(HUMAN),
+            Caller::Role { role, .. } => Some(role.as_str()),
+            Caller::Tester { .. } | Caller::Reader { .. } => None,
+        };
+        if let Some(from) = sender {
+            if to != TESTER && !routing::messaging_allowed(biz, from, to) {
+                return Err(Code::NotAuthorized);
+            }
+        }
+        Ok(is_role)
+    }
+
+    /// The message's references stay inside the business; returns the
+    /// sender of the message it replies to.
+    fn check_references(&self, t: &Tx<'_>, b: &str) -> Result<Option<String>, Code> {
         let mut reply_from = None;
-        if let Some(r) = &in_reply_to {
+        if let Some(r) = &self.in_reply_to {
             let f = msgs::message_facts(&t.tx, b, r)?.ok_or(Code::MessageNotFound)?;
             reply_from = Some(f.from_role);
         }
-        if let Some(c) = &corrects {
+        if let Some(c) = &self.corrects {
             msgs::message_facts(&t.tx, b, c)?.ok_or(Code::MessageNotFound)?;
         }
-        if let Some(d) = &decision {
+        if let Some(d) = &self.decision {
             if !msgs::decision_exists(&t.tx, b, d)? {
                 return Err(Code::DecisionNotFound);
             }
         }
+        Ok(reply_from)
+    }
+
+    /// Writes the message and its evidence as the caller's class does.
+    fn insert<'c>(
+        &self,
+        t: &mut Tx<'_>,
+        biz: &Business,
+        caller: &'c Caller,
+        id: &str,
+        reply_from: Option<&str>,
+    ) -> Result<Sent<'c>, Code> {
+        let b = biz.id.as_str();
+        let to = self.to.as_str();
         let mut m = NewMessage {
-            id: &id,
+            id,
             business: b,
-            to_role: &to,
-            class: &class,
-            body: &body,
-            in_reply_to: in_reply_to.as_deref(),
-            corrects: corrects.as_deref(),
-            decision: decision.as_deref(),
+            to_role: to,
+            class: &self.class,
+            body: &self.body,
+            in_reply_to: self.in_reply_to.as_deref(),
+            corrects: self.corrects.as_deref(),
+            decision: self.decision.as_deref(),
             ..Default::default()
         };
-        let (request, sender) = match caller {
-            Caller::Reader { .. } => return Err(Code::ReadOnly),
+        match caller {
+            Caller::Reader { .. } => Err(Code::ReadOnly),
             Caller::Tester { .. } => {
                 m.from_role = TESTER;
                 m.from_run = TESTER_RUN;
                 msgs::insert_message(t, &m)?;
-                (None, None)
+                Ok(Sent {
+                    request: None,
+                    role: None,
+                })
             }
             Caller::Human { .. } => {
                 let input = evidence::insert_event(
@@ -184,38 +249,19 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                 m.from_run = HUMAN_RUN;
                 m.request = Some(&input.id);
                 msgs::insert_message(t, &m)?;
-                (Some(input.id.clone()), Some(HUMAN))
+                Ok(Sent {
+                    request: Some(input.id.clone()),
+                    role: Some(HUMAN),
+                })
             }
             Caller::Role { role, run, .. } => {
-                if to == TESTER && reply_from.as_deref() != Some(TESTER) {
+                if to == TESTER && reply_from != Some(TESTER) {
                     return Err(Code::TesterReplyRequired);
                 }
                 if evidence::holder(&t.tx, b, role)?.as_deref() != Some(run.as_str()) {
                     return Err(Code::NotHolder);
                 }
-                let within = biz
-                    .roles
-                    .get(role.as_str())
-                    .is_some_and(|r| r.within_role.iter().any(|a| a == "message.send"));
-                let mut allowed = json!({"action": "message.send", "target": to, "message": id});
-                if !within {
-                    // The shared authority-and-consumption helper: matching,
-                    // resolution and single use, in this same transaction.
-                    crate::store::decisions::consume_in_tx(
-                        t,
-                        biz,
-                        role,
-                        run,
-                        "message.send",
-                        Some(&to),
-                        decision.as_deref(),
-                    )?;
-                    // A decision that supplies authority is part of the evidence;
-                    // a within-role citation is not.
-                    if let Some(d) = &decision {
-                        allowed["decision"] = json!(d);
-                    }
-                }
+                let allowed = self.authorize(t, biz, role, run, id)?;
                 evidence::insert_event(
                     t,
                     b,
@@ -224,53 +270,100 @@ pub fn send(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, C
                         role: Some(role),
                         run: Some(run),
                     },
-                    Some(&to),
+                    Some(to),
                     &allowed,
                 )?;
                 m.from_role = role;
                 m.from_run = run;
                 msgs::insert_message(t, &m)?;
-                (None, Some(role.as_str()))
+                Ok(Sent {
+                    request: None,
+                    role: Some(role.as_str()),
+                })
             }
-        };
-        let mut result = json!({"id": id, "request": request});
-        // A role no run holds: say so, and tell the launcher (3i launch
-        // notices), in this same transaction.
-        if is_role && evidence::holder(&t.tx, b, &to)?.is_none() {
-            let launcher_running = match &biz.launch {
-                Some(l) => evidence::holder(&t.tx, b, &l.by)?.is_some(),
-                None => false,
-            };
-            let w = routing::waiting(biz, &to, sender, launcher_running);
-            if let (true, Some(launcher), Some(from)) = (w.told, &w.launcher, sender) {
-                let body =
-                    routing::launch_notice_body(&id, from, &to, w.launchable.unwrap_or(false));
-                let notice_id = ids::uuid();
-                msgs::insert_message(
-                    t,
-                    &NewMessage {
-                        id: &notice_id,
-                        business: b,
-                        from_role: routing::BUS_SENDER,
-                        from_run: routing::BUS_RUN,
-                        to_role: launcher,
-                        class: "RESULT",
-                        body: &body,
-                        in_reply_to: Some(&id),
-                        ..Default::default()
-                    },
-                )?;
-            }
-            result["waiting"] = json!({
-                "role": to,
-                "launcher": w.launcher,
-                "told": w.told,
-                "launcherRunning": w.launcher_running,
-                "launchable": w.launchable,
-            });
         }
-        Ok(result)
-    })
+    }
+
+    /// A role's send: within-role authority, or a decision consumed in this
+    /// same transaction. Returns the `action.allowed` body.
+    fn authorize(
+        &self,
+        t: &mut Tx<'_>,
+        biz: &Business,
+        role: &str,
+        run: &str,
+        id: &str,
+    ) -> Result<Value, Code> {
+        let within = biz
+            .roles
+            .get(role)
+            .is_some_and(|r| r.within_role.iter().any(|a| a == "message.send"));
+        let mut allowed = json!({"action": "message.send", "target": self.to, "message": id});
+        if !within {
+            // The shared authority-and-consumption helper: matching,
+            // resolution and single use, in this same transaction.
+            crate::store::decisions::consume_in_tx(
+                t,
+                biz,
+                role,
+                run,
+                "message.send",
+                Some(&self.to),
+                self.decision.as_deref(),
+            )?;
+            // A decision that supplies authority is part of the evidence;
+            // a within-role citation is not.
+            if let Some(d) = &self.decision {
+                allowed["decision"] = json!(d);
+            }
+        }
+        Ok(allowed)
+    }
+}
+
+/// A message to a role no run holds: say so (the reply's `waiting`), and
+/// tell the launcher (3i launch notices), in the send's transaction.
+fn tell_waiting(
+    t: &mut Tx<'_>,
+    biz: &Business,
+    to: &str,
+    sender: Option<&str>,
+    id: &str,
+) -> Result<Option<Value>, Code> {
+    let b = biz.id.as_str();
+    if evidence::holder(&t.tx, b, to)?.is_some() {
+        return Ok(None);
+    }
+    let launcher_running = match &biz.launch {
+        Some(l) => evidence::holder(&t.tx, b, &l.by)?.is_some(),
+        None => false,
+    };
+    let w = routing::waiting(biz, to, sender, launcher_running);
+    if let (true, Some(launcher), Some(from)) = (w.told, &w.launcher, sender) {
+        let body = routing::launch_notice_body(id, from, to, w.launchable.unwrap_or(false));
+        let notice_id = ids::uuid();
+        msgs::insert_message(
+            t,
+            &NewMessage {
+                id: &notice_id,
+                business: b,
+                from_role: routing::BUS_SENDER,
+                from_run: routing::BUS_RUN,
+                to_role: launcher,
+                class: "RESULT",
+                body: &body,
+                in_reply_to: Some(id),
+                ..Default::default()
+            },
+        )?;
+    }
+    Ok(Some(json!({
+        "role": to,
+        "launcher": w.launcher,
+        "told": w.told,
+        "launcherRunning": w.launcher_running,
+        "launchable": w.launchable,
+    })))
 }
 
 /// The recipient address and delivery run a session receives and reads as;
@@ -296,11 +389,20 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
 /// `message.receive`: up to 100 undelivered messages to the caller's address,
 /// oldest first and at most [`RECEIVE_BYTES`] of reply, each recorded as
 /// delivered to the caller's run.
-pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    if matches!(caller, Caller::Reader { .. }) {
-        return Err(Code::ReadOnly);
+pub struct Receive;
+
+impl Verb for Receive {
+    fn parse(args: Args) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(Receive)
     }
-    args.finish()?;
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        receive(core, caller)
+    }
+}
+
+fn receive(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let business = caller.business().to_string();
     core.store.write(|t| {
         let (to, run) = recipient(&t.tx, caller)?;
@@ -325,12 +427,23 @@ pub fn receive(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Co
 }
 
 /// `message.read {id}`: the recipient holder acknowledges its own delivery.
-pub fn read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    if matches!(caller, Caller::Reader { .. }) {
-        return Err(Code::ReadOnly);
+pub struct Read {
+    id: String,
+}
+
+impl Verb for Read {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let id = args.str("id", 64)?;
+        args.finish()?;
+        Ok(Read { id })
     }
-    let id = args.str("id", 64)?;
-    args.finish()?;
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        read(core, caller, self.id)
+    }
+}
+
+fn read(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> {
     let business = caller.business().to_string();
     core.store.write(|t| {
         let (to, run) = recipient(&t.tx, caller)?;

@@ -1,5 +1,11 @@
-//! Verbs: one module per family. [`dispatch`] is the single table from a
-//! verb name to its handler and to who may call it.
+//! Verbs: one module per family. [`VERBS`] is the one table of every verb
+//! the spec names: its name, which session classes may call it (and the
+//! code each other class gets), and its handler (none yet: `not-implemented`).
+//!
+//! A handler is [`run`] over a verb's typed arguments: `XxxArgs::parse`
+//! takes what the verb knows from the request and refuses leftovers, then
+//! [`Verb::apply`] checks and writes. No handler sees bytes or an untyped
+//! argument map.
 
 mod args;
 pub(crate) mod decisions;
@@ -16,93 +22,198 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use serde_json::{Map, Value};
 
-/// Every verb this build serves.
-pub const SERVED: &[&str] = &[
-    "role.claim",
-    "role.release",
-    "role.revoke",
-    "event.emit",
-    "message.send",
-    "message.receive",
-    "message.read",
-    "decision.raise",
-    "decision.resolve",
-    "decision.seen",
-    "decision.withdraw",
-    "launch.revoke",
-    "launch.restore",
-    "trail",
-    "inbox",
-    "tasks",
-    "agents",
-    "requirements",
-    "state",
-    "replies",
-    "messages",
-    "decisions",
-    "credentials",
-    "review.request",
-    "review.verdict",
+/// A verb's typed arguments: parsed whole before anything is read or written.
+pub(crate) trait Verb: Sized {
+    /// Takes every argument the verb knows and refuses any left over.
+    fn parse(args: Args) -> Result<Self, Code>;
+    /// Runs the verb for a caller the table let through.
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code>;
+}
+
+/// What the table calls: parse, then apply.
+pub type Handler = fn(&mut Core, &Caller, Args) -> Result<Value, Code>;
+
+fn run<V: Verb>(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    V::parse(args)?.apply(core, caller)
+}
+
+/// Who may call a verb: `None` for a class that may, else the code that
+/// class gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sessions {
+    pub role: Option<Code>,
+    pub reader: Option<Code>,
+    pub human: Option<Code>,
+    pub tester: Option<Code>,
+}
+
+impl Sessions {
+    /// The code `caller`'s class gets, if it may not call the verb.
+    pub fn refusal(&self, caller: &Caller) -> Option<Code> {
+        match caller {
+            Caller::Role { .. } => self.role,
+            Caller::Reader { .. } => self.reader,
+            Caller::Human { .. } => self.human,
+            Caller::Tester { .. } => self.tester,
+        }
+    }
+}
+
+/// Every session class.
+const ANY: Sessions = Sessions {
+    role: None,
+    reader: None,
+    human: None,
+    tester: None,
+};
+/// A role's run only (3i: mutations and role reads).
+const ROLE: Sessions = Sessions {
+    role: None,
+    reader: Some(Code::ReadOnly),
+    human: Some(Code::AgentRequired),
+    tester: Some(Code::TesterRefused),
+};
+/// Everyone but a reader: the message verbs.
+const SENDER: Sessions = Sessions {
+    reader: Some(Code::ReadOnly),
+    ..ANY
+};
+/// A role (the routed resolver or the raiser) or the human.
+const CLOSER: Sessions = Sessions {
+    reader: Some(Code::ReadOnly),
+    tester: Some(Code::TesterRefused),
+    ..ANY
+};
+/// The outside-agent human CLI only.
+const HUMAN: Sessions = Sessions {
+    role: Some(Code::HumanRequired),
+    reader: Some(Code::HumanRequired),
+    human: None,
+    tester: Some(Code::TesterRefused),
+};
+/// Human and reader sessions; the tester has the reader's views.
+const VIEWER: Sessions = Sessions {
+    role: Some(Code::HumanRequired),
+    ..ANY
+};
+/// Human and reader sessions, not the tester.
+const VIEWER_NO_TESTER: Sessions = Sessions {
+    role: Some(Code::HumanRequired),
+    tester: Some(Code::TesterRefused),
+    ..ANY
+};
+/// Every class but the tester.
+const NO_TESTER: Sessions = Sessions {
+    tester: Some(Code::TesterRefused),
+    ..ANY
+};
+
+/// One row of [`VERBS`].
+pub struct VerbEntry {
+    pub name: &'static str,
+    pub sessions: Sessions,
+    /// `None`: a spec verb this build does not serve yet (`not-implemented`).
+    pub handler: Option<Handler>,
+}
+
+const fn served(name: &'static str, sessions: Sessions, handler: Handler) -> VerbEntry {
+    VerbEntry {
+        name,
+        sessions,
+        handler: Some(handler),
+    }
+}
+
+/// A verb the spec (`bus-3i.txt`) names that this build does not serve:
+/// the tester may not call it; anyone else learns it is not built.
+const fn planned(name: &'static str) -> VerbEntry {
+    VerbEntry {
+        name,
+        sessions: NO_TESTER,
+        handler: None,
+    }
+}
+
+/// The one verb table.
+pub const VERBS: &[VerbEntry] = &[
+    served("role.claim", ROLE, run::<roles::Claim>),
+    served("role.release", ROLE, run::<roles::Release>),
+    served("role.revoke", ROLE, run::<roles::Revoke>),
+    served("event.emit", ROLE, run::<events::Emit>),
+    served("message.send", SENDER, run::<messages::Send>),
+    served("message.receive", SENDER, run::<messages::Receive>),
+    served("message.read", SENDER, run::<messages::Read>),
+    served("decision.raise", ROLE, run::<decisions::Raise>),
+    served("decision.resolve", CLOSER, run::<decisions::Resolve>),
+    served("decision.seen", CLOSER, run::<decisions::Seen>),
+    served("decision.withdraw", CLOSER, run::<decisions::Withdraw>),
+    served("launch.revoke", HUMAN, run::<launch::Revoke>),
+    served("launch.restore", HUMAN, run::<launch::Restore>),
+    served("trail", ANY, run::<reads::Trail>),
+    served("inbox", ANY, run::<reads::Inbox>),
+    served("tasks", ANY, run::<reads::Tasks>),
+    served("agents", ANY, run::<reads::Agents>),
+    served("requirements", ROLE, run::<reads::Requirements>),
+    served("state", NO_TESTER, run::<reads::State>),
+    served("replies", VIEWER, run::<reads::Replies>),
+    served("messages", VIEWER, run::<reads::Messages>),
+    served("decisions", VIEWER, run::<decisions::List>),
+    served("credentials", VIEWER_NO_TESTER, run::<reads::Credentials>),
+    served("review.request", ROLE, run::<reviews::Request>),
+    served("review.verdict", ROLE, run::<reviews::Verdict>),
+    planned("organization.set"),
+    planned("limits"),
+    planned("limits.set"),
+    planned("name.set"),
+    planned("names"),
+    planned("assistant.stop"),
+    planned("staff.request"),
+    planned("project.create"),
+    planned("project.list"),
+    planned("thread.create"),
+    planned("thread.list"),
+    planned("thread.open"),
+    planned("thread.send"),
+    planned("thread.messages"),
+    planned("spec.read"),
+    planned("record.write"),
+    planned("project.files"),
+    planned("project.file"),
+    planned("project.file.save"),
+    planned("usage.begin"),
+    planned("usage.end"),
+    planned("usage"),
+    planned("instances"),
+    planned("instances.set"),
+    planned("routes"),
+    planned("routes.set"),
 ];
 
-/// Verbs the spec (`bus-3i.txt`, the target) names that this build does not
-/// serve yet: they answer `not-implemented`, never `unknown-verb`.
-const PLANNED: &[&str] = &[
-    "organization.set",
-    "limits",
-    "limits.set",
-    "name.set",
-    "names",
-    "assistant.stop",
-    "staff.request",
-    "project.create",
-    "project.list",
-    "thread.create",
-    "thread.list",
-    "thread.open",
-    "thread.send",
-    "thread.messages",
-    "spec.read",
-    "record.write",
-    "project.files",
-    "project.file",
-    "project.file.save",
-    "usage.begin",
-    "usage.end",
-    "usage",
-    "instances",
-    "instances.set",
-    "routes",
-    "routes.set",
-];
+/// A verb's row in [`VERBS`].
+pub fn lookup(verb: &str) -> Option<&'static VerbEntry> {
+    VERBS.iter().find(|v| v.name == verb)
+}
 
-/// Verbs a tester session may use.
-const TESTER_VERBS: &[&str] = &[
-    "message.send",
-    "message.receive",
-    "message.read",
-    "inbox",
-    "agents",
-    "tasks",
-    "trail",
-    "decisions",
-    "messages",
-    "replies",
-];
+/// Every verb this build serves, in table order.
+pub fn served_verbs() -> impl Iterator<Item = &'static str> {
+    VERBS.iter().filter(|v| v.handler.is_some()).map(|v| v.name)
+}
 
 /// Runs one verb for `caller`. Every refusal is a static code.
+///
+/// The order: unknown verb; a tester's class (before anything of the
+/// request is looked at); the known-token check on the args; every other
+/// class; then the handler (parse, apply) and the known-token check on the
+/// reply.
 pub fn dispatch(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let known = SERVED.contains(&verb) || PLANNED.contains(&verb);
-    if !known {
-        return Err(Code::UnknownVerb);
-    }
-    if matches!(caller, Caller::Tester { .. }) && !TESTER_VERBS.contains(&verb) {
-        return Err(Code::TesterRefused);
+    let entry = lookup(verb).ok_or(Code::UnknownVerb)?;
+    if let (Caller::Tester { .. }, Some(code)) = (caller, entry.sessions.tester) {
+        return Err(code);
     }
     // The known-token check: the request's args, then (below) the reply.
     if let Some(a) = args.as_ref().filter(|_| !core.known_tokens().is_empty()) {
@@ -114,35 +225,13 @@ pub fn dispatch(
             return refuse_known_token(core, caller, verb, code);
         }
     }
-    let args = Args::new(args);
-    let result = match verb {
-        "role.claim" => roles::claim(core, caller, args),
-        "role.release" => roles::release(core, caller, args),
-        "event.emit" => events::emit(core, caller, args),
-        "trail" => reads::trail(core, caller, args),
-        "role.revoke" => roles::revoke(core, caller, args),
-        "decision.raise" => decisions::raise(core, caller, args),
-        "decision.resolve" => decisions::resolve(core, caller, args),
-        "decision.seen" => decisions::seen(core, caller, args),
-        "decision.withdraw" => decisions::withdraw(core, caller, args),
-        "decisions" => decisions::list(core, caller, args),
-        "launch.revoke" => launch::revoke(core, caller, args),
-        "launch.restore" => launch::restore(core, caller, args),
-        "credentials" => reads::credentials(core, caller, args),
-        "message.send" => messages::send(core, caller, args),
-        "message.receive" => messages::receive(core, caller, args),
-        "message.read" => messages::read(core, caller, args),
-        "inbox" => reads::inbox(core, caller, args),
-        "agents" => reads::agents(core, caller, args),
-        "tasks" => reads::tasks(core, caller, args),
-        "replies" => reads::replies(core, caller, args),
-        "messages" => reads::messages(core, caller, args),
-        "state" => reads::state(core, caller, args),
-        "requirements" => reads::requirements(core, caller, args),
-        "review.request" => reviews::request(core, caller, args),
-        "review.verdict" => reviews::verdict(core, caller, args),
-        _ => Err(Code::NotImplemented),
+    let Some(handler) = entry.handler else {
+        return Err(Code::NotImplemented);
     };
+    if let Some(code) = entry.sessions.refusal(caller) {
+        return Err(code);
+    }
+    let result = handler(core, caller, Args::new(args));
     match result {
         Ok(reply) => match core.known_tokens().check(&reply) {
             Ok(()) => Ok(reply),

@@ -6,7 +6,7 @@
 //! reads of the spec's "Shared reads and adapter boundary".
 
 use super::messages::HUMAN;
-use super::Args;
+use super::{Args, Verb};
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
@@ -46,13 +46,29 @@ fn business<'a>(core: &'a Core, caller: &Caller) -> Result<&'a Business, Code> {
         .ok_or(Code::UnknownBusiness)
 }
 
-/// Human, reader and tester sessions (the tester gets the reader's views).
-fn human_or_reader(caller: &Caller) -> Result<(), Code> {
-    match caller {
-        Caller::Role { .. } => Err(Code::HumanRequired),
-        _ => Ok(()),
-    }
+/// A verb with no arguments.
+macro_rules! no_args {
+    ($name:ident, $f:ident) => {
+        pub struct $name;
+
+        impl Verb for $name {
+            fn parse(args: Args) -> Result<Self, Code> {
+                args.finish()?;
+                Ok($name)
+            }
+
+            fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+                $f(core, caller)
+            }
+        }
+    };
 }
+
+no_args!(Inbox, inbox);
+no_args!(Agents, agents);
+no_args!(Requirements, requirements);
+no_args!(State, state);
+no_args!(Credentials, credentials);
 
 fn collect(
     conn: &Connection,
@@ -158,8 +174,7 @@ pub(crate) fn recent_closed(
 /// (open decisions routed to the role, then its messages its run received and
 /// hasn't read, then those not yet received). At most 100 messages, oldest
 /// first within each part, each with `delivered_at` (null when waiting).
-pub fn inbox(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    args.finish()?;
+fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let b = caller.business();
     let (address, run) = match caller {
         Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
@@ -197,8 +212,7 @@ pub fn inbox(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code
 
 /// `agents`: each held role's latest claim row; human, reader and tester
 /// sessions also get `state`, `working`, `inputNeeded` and `stranded`.
-pub fn agents(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    args.finish()?;
+fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let biz = business(core, caller)?;
     let b = biz.id.as_str();
     let conn = core.store.conn();
@@ -320,12 +334,12 @@ const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
 
 /// Collects trail records, each once, and sorts them into broker write order.
 #[derive(Default)]
-struct Trail {
+struct TrailRecords {
     seen: HashSet<(String, String)>,
     out: Vec<Value>,
 }
 
-impl Trail {
+impl TrailRecords {
     fn add(&mut self, v: Value) {
         let record = v["record"].as_str().unwrap_or_default().to_string();
         let key = match v.get("id") {
@@ -355,12 +369,26 @@ impl Trail {
 /// `trail {subject}`: a task ref, decision id, message id or run id; every
 /// linked record of the caller's business in broker write order. An unknown
 /// subject is an empty list.
-pub fn trail(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    let subject = args.str("subject", 256)?;
-    args.finish()?;
+pub struct Trail {
+    subject: String,
+}
+
+impl Verb for Trail {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let subject = args.str("subject", 256)?;
+        args.finish()?;
+        Ok(Trail { subject })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        trail(core, caller, self.subject)
+    }
+}
+
+fn trail(core: &mut Core, caller: &Caller, subject: String) -> Result<Value, Code> {
     let b = caller.business();
     let conn = core.store.conn();
-    let mut t = Trail::default();
+    let mut t = TrailRecords::default();
 
     // Events about the subject, the subject event itself, a run's session events.
     for sql in [
@@ -518,10 +546,23 @@ fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
 
 /// `replies {id}`: messages in reply to a message of the business, oldest
 /// first, each the `messages` row `trail` gives for its id.
-pub fn replies(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    human_or_reader(caller)?;
-    let id = args.str("id", 64)?;
-    args.finish()?;
+pub struct Replies {
+    id: String,
+}
+
+impl Verb for Replies {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let id = args.str("id", 64)?;
+        args.finish()?;
+        Ok(Replies { id })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        replies(core, caller, self.id)
+    }
+}
+
+fn replies(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> {
     let b = caller.business();
     let conn = core.store.conn();
     if msgs::message_facts(conn, b, &id)?.is_none() {
@@ -539,18 +580,33 @@ pub fn replies(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value
 }
 
 /// `messages {limit?, after?}`: the human's feed, newest first.
-pub fn messages(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    human_or_reader(caller)?;
-    let limit = match args.take_present("limit") {
-        None => MESSAGES_PAGE,
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .filter(|l| (1..=MESSAGES_PAGE_MAX).contains(l))
-            .ok_or(Code::InvalidRequest)?,
-        Some(_) => return Err(Code::InvalidRequest),
-    };
-    let after = args.opt_str("after", 64)?;
-    args.finish()?;
+pub struct Messages {
+    limit: i64,
+    after: Option<String>,
+}
+
+impl Verb for Messages {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let limit = match args.take_present("limit") {
+            None => MESSAGES_PAGE,
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .filter(|l| (1..=MESSAGES_PAGE_MAX).contains(l))
+                .ok_or(Code::InvalidRequest)?,
+            Some(_) => return Err(Code::InvalidRequest),
+        };
+        let after = args.opt_str("after", 64)?;
+        args.finish()?;
+        Ok(Messages { limit, after })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        messages(core, caller, self)
+    }
+}
+
+fn messages(core: &mut Core, caller: &Caller, args: Messages) -> Result<Value, Code> {
+    let Messages { limit, after } = args;
     let b = caller.business();
     let conn = core.store.conn();
     let before = match &after {
@@ -592,14 +648,7 @@ pub fn messages(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Valu
 
 /// `requirements`: the requirements file loaded at start, role sessions only.
 /// With no file configured: `{prd: null, version: null, requirements: []}`.
-pub fn requirements(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    match caller {
-        Caller::Role { .. } => {}
-        Caller::Human { .. } => return Err(Code::AgentRequired),
-        Caller::Reader { .. } => return Err(Code::ReadOnly),
-        Caller::Tester { .. } => return Err(Code::TesterRefused),
-    }
-    args.finish()?;
+fn requirements(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
     Ok(core
         .requirements
         .clone()
@@ -607,8 +656,7 @@ pub fn requirements(core: &mut Core, caller: &Caller, args: Args) -> Result<Valu
 }
 
 /// `state`: launch state and the tracker snapshot's open tasks.
-pub fn state(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    args.finish()?;
+fn state(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let b = caller.business();
     let conn = core.store.conn();
     let mut latest: Option<(i64, String, String, String)> = None;
@@ -776,65 +824,116 @@ fn assignee_roles(biz: &Business, t: &TaskRow) -> Vec<String> {
 
 /// `tasks`: none → the whole projection; `{task_ref}` → one row; any of
 /// `{done, assignee, label, requirement, limit, after}` → `{tasks, total, next}`.
-pub fn tasks(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    let biz = business(core, caller)?;
-    let b = biz.id.as_str();
-    let conn = core.store.conn();
-    if args.is_empty() {
-        let reqs = requirements_by_task(conn, b)?;
-        let rows = current_tasks(conn, b)?;
-        return Ok(Value::Array(
-            rows.iter().map(|t| full_row(b, &reqs, t)).collect(),
-        ));
-    }
-    if let Some(task_ref) = args.opt_str("task_ref", 256)? {
+pub enum Tasks {
+    All,
+    One(String),
+    Page(TaskFilter),
+}
+
+/// The filters and page of `tasks`' short form.
+pub struct TaskFilter {
+    done: Option<bool>,
+    assignee: Option<String>,
+    label: Option<Value>,
+    requirement: Option<String>,
+    limit: usize,
+    after: Option<String>,
+}
+
+impl Verb for Tasks {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        if args.is_empty() {
+            return Ok(Tasks::All);
+        }
+        if let Some(task_ref) = args.opt_str("task_ref", 256)? {
+            args.finish()?;
+            return Ok(Tasks::One(task_ref));
+        }
+        let done = match args.take_present("done") {
+            None => None,
+            Some(Value::Bool(d)) => Some(d),
+            Some(_) => return Err(Code::InvalidRequest),
+        };
+        let assignee = args.opt_str("assignee", 64)?;
+        let label = match args.take_present("label") {
+            None => None,
+            Some(Value::Number(n)) if n.as_u64().is_some() => Some(Value::Number(n)),
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Value::String(s)),
+            Some(_) => return Err(Code::InvalidRequest),
+        };
+        let requirement = args.opt_str("requirement", 64)?;
+        if let Some(r) = &requirement {
+            if !crate::config::is_requirement_id(r) {
+                return Err(Code::InvalidRequest);
+            }
+        }
+        let limit = match args.take_present("limit") {
+            None => TASK_PAGE,
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .and_then(|l| usize::try_from(l).ok())
+                .filter(|l| (1..=TASK_PAGE_MAX).contains(l))
+                .ok_or(Code::InvalidRequest)?,
+            Some(_) => return Err(Code::InvalidRequest),
+        };
+        let after = args.opt_str("after", 256)?;
         args.finish()?;
-        let reqs = requirements_by_task(conn, b)?;
-        let row = conn
-            .prepare_cached(
-                "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
-                 WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
-            )
-            .and_then(|mut s| s.query_row(params![b, task_ref], task_row).optional())
-            .map_err(sql_err)?
-            .ok_or(Code::TaskNotFound)?;
-        return Ok(full_row(b, &reqs, &row));
+        Ok(Tasks::Page(TaskFilter {
+            done,
+            assignee,
+            label,
+            requirement,
+            limit,
+            after,
+        }))
     }
-    let done = match args.take_present("done") {
-        None => None,
-        Some(Value::Bool(d)) => Some(d),
-        Some(_) => return Err(Code::InvalidRequest),
-    };
-    let assignee = args.opt_str("assignee", 64)?;
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let biz = business(core, caller)?;
+        let b = biz.id.as_str();
+        let conn = core.store.conn();
+        match self {
+            Tasks::All => {
+                let reqs = requirements_by_task(conn, b)?;
+                let rows = current_tasks(conn, b)?;
+                Ok(Value::Array(
+                    rows.iter().map(|t| full_row(b, &reqs, t)).collect(),
+                ))
+            }
+            Tasks::One(task_ref) => {
+                let reqs = requirements_by_task(conn, b)?;
+                let row = conn
+                    .prepare_cached(
+                        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
+                         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
+                    )
+                    .and_then(|mut s| s.query_row(params![b, task_ref], task_row).optional())
+                    .map_err(sql_err)?
+                    .ok_or(Code::TaskNotFound)?;
+                Ok(full_row(b, &reqs, &row))
+            }
+            Tasks::Page(filter) => task_page(conn, biz, filter),
+        }
+    }
+}
+
+/// `tasks`' short form: the open tasks that pass every filter, a page of
+/// them after `after` (in `task_ref` order), the total and the next cursor.
+fn task_page(conn: &Connection, biz: &Business, filter: TaskFilter) -> Result<Value, Code> {
+    let b = biz.id.as_str();
+    let TaskFilter {
+        done,
+        assignee,
+        label,
+        requirement: requirement_filter,
+        limit,
+        after,
+    } = filter;
     if let Some(a) = &assignee {
         if !biz.roles.contains_key(a) {
             return Err(Code::InvalidRequest);
         }
     }
-    let label = match args.take_present("label") {
-        None => None,
-        Some(Value::Number(n)) if n.as_u64().is_some() => Some(Value::Number(n)),
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Value::String(s)),
-        Some(_) => return Err(Code::InvalidRequest),
-    };
-    let requirement_filter = args.opt_str("requirement", 64)?;
-    if let Some(r) = &requirement_filter {
-        if !crate::config::is_requirement_id(r) {
-            return Err(Code::InvalidRequest);
-        }
-    }
-    let limit = match args.take_present("limit") {
-        None => TASK_PAGE,
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|l| usize::try_from(l).ok())
-            .filter(|l| (1..=TASK_PAGE_MAX).contains(l))
-            .ok_or(Code::InvalidRequest)?,
-        Some(_) => return Err(Code::InvalidRequest),
-    };
-    let after = args.opt_str("after", 256)?;
-    args.finish()?;
-
     let reqs = requirements_by_task(conn, b)?;
     let rows = current_tasks(conn, b)?;
     let mut matches = Vec::new();
@@ -910,11 +1009,7 @@ pub fn tasks(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, 
 
 /// `credentials`: what the host loaded for the business, never a token,
 /// path or variable name. Human and reader sessions only.
-pub fn credentials(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    if matches!(caller, Caller::Role { .. }) {
-        return Err(Code::HumanRequired);
-    }
-    args.finish()?;
+fn credentials(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let now = crate::store::clock::now_ms();
     Ok(Value::Array(core.credentials.rows(caller.business(), now)))
 }

@@ -6,7 +6,7 @@
 //! leaving a cited decision unspent.
 
 use super::messages::MAX_BODY;
-use super::{role_session, Args};
+use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
@@ -36,17 +36,48 @@ pub(crate) fn is_reviewer(business: &crate::config::Business, role: &str) -> boo
 
 /// `review.request {task_ref, commit, to, note?, decision?}` →
 /// `{request, message, commit, ref, held}`.
-pub fn request(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    let (business_id, role, run) = role_session(caller)?;
-    let task_ref = args.str("task_ref", 256)?;
-    let commit = args.str("commit", COMMIT_MAX)?;
-    let to = args.str("to", 64)?;
-    let note = args.opt_str("note", MAX_BODY)?;
-    let decision = args.opt_str("decision", 64)?;
-    args.finish()?;
-    if !is_task_ref(&task_ref) {
-        return Err(Code::InvalidRequest);
+pub struct Request {
+    task_ref: String,
+    commit: String,
+    to: String,
+    note: Option<String>,
+    decision: Option<String>,
+}
+
+impl Verb for Request {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let task_ref = args.str("task_ref", 256)?;
+        let commit = args.str("commit", COMMIT_MAX)?;
+        let to = args.str("to", 64)?;
+        let note = args.opt_str("note", MAX_BODY)?;
+        let decision = args.opt_str("decision", 64)?;
+        args.finish()?;
+        if !is_task_ref(&task_ref) {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Request {
+            task_ref,
+            commit,
+            to,
+            note,
+            decision,
+        })
     }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        request(core, caller, self)
+    }
+}
+
+fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Code> {
+    let (business_id, role, run) = role_session(caller)?;
+    let Request {
+        task_ref,
+        commit,
+        to,
+        note,
+        decision,
+    } = args;
     let config = core.config.clone();
     let biz = config
         .businesses
@@ -134,17 +165,48 @@ pub fn request(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value
 
 /// `review.verdict {task_ref, request, verdict, body, decision?}` →
 /// `{verdict, message, commit}`.
-pub fn verdict(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
-    let (business_id, role, run) = role_session(caller)?;
-    let task_ref = args.str("task_ref", 256)?;
-    let request = args.str("request", 64)?;
-    let verdict = args.str("verdict", 16)?;
-    let text = args.str("body", MAX_BODY)?;
-    let decision = args.opt_str("decision", 64)?;
-    args.finish()?;
-    if !is_task_ref(&task_ref) || !VERDICTS.contains(&verdict.as_str()) {
-        return Err(Code::InvalidRequest);
+pub struct Verdict {
+    task_ref: String,
+    request: String,
+    verdict: String,
+    text: String,
+    decision: Option<String>,
+}
+
+impl Verb for Verdict {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let task_ref = args.str("task_ref", 256)?;
+        let request = args.str("request", 64)?;
+        let verdict = args.str("verdict", 16)?;
+        let text = args.str("body", MAX_BODY)?;
+        let decision = args.opt_str("decision", 64)?;
+        args.finish()?;
+        if !is_task_ref(&task_ref) || !VERDICTS.contains(&verdict.as_str()) {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Verdict {
+            task_ref,
+            request,
+            verdict,
+            text,
+            decision,
+        })
     }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        verdict(core, caller, self)
+    }
+}
+
+fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Code> {
+    let (business_id, role, run) = role_session(caller)?;
+    let Verdict {
+        task_ref,
+        request,
+        verdict,
+        text,
+        decision,
+    } = args;
     let config = core.config.clone();
     let biz = config
         .businesses

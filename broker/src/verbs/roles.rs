@@ -1,6 +1,6 @@
 //! `role.claim`, `role.release` and `role.revoke`.
 
-use super::{role_session, Args};
+use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::policy::routing::Class;
@@ -11,11 +11,23 @@ use serde_json::{json, Value};
 /// The longest `role.revoke` reason, in characters (3i, row 123).
 const REASON_MAX: usize = 500;
 
-/// Claims the capability's role for its run: one holder per role, never a
-/// revoked run, never an ended one.
-pub fn claim(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+/// `role.claim` (no args): claims the capability's role for its run: one
+/// holder per role, never a revoked run, never an ended one.
+pub struct Claim;
+
+impl Verb for Claim {
+    fn parse(args: Args) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(Claim)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        claim(core, caller)
+    }
+}
+
+fn claim(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
-    args.finish()?;
     core.store.write(|t| {
         if evidence::session_of(&t.tx, business, run)?.1 {
             return Err(Code::RunEnded);
@@ -32,10 +44,22 @@ pub fn claim(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code
     })
 }
 
-/// Releases the role; only its current holder may.
-pub fn release(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+/// `role.release` (no args): releases the role; only its current holder may.
+pub struct Release;
+
+impl Verb for Release {
+    fn parse(args: Args) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(Release)
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        release(core, caller)
+    }
+}
+
+fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
-    args.finish()?;
     core.store.write(|t| {
         if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);
@@ -78,12 +102,37 @@ fn valid_reason(reason: &Value) -> Result<String, Code> {
 /// `action.allowed` body and on the revoke row; any other role gets
 /// `decision-required`, and ending the caller's own run `role-end-refused`.
 /// Either way the evidence and the `revoke` claim row commit together.
-pub fn revoke(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Value, Code> {
+pub struct Revoke {
+    target: String,
+    decision: Option<String>,
+    reason: Option<Value>,
+}
+
+impl Verb for Revoke {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let target = args.str("role", 64)?;
+        let decision = args.opt_str("decision", 64)?;
+        let reason = args.take("reason");
+        args.finish()?;
+        Ok(Revoke {
+            target,
+            decision,
+            reason,
+        })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        revoke(core, caller, self)
+    }
+}
+
+fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code> {
     let (business_id, role, run) = role_session(caller)?;
-    let target = args.str("role", 64)?;
-    let decision = args.opt_str("decision", 64)?;
-    let reason = args.take("reason");
-    args.finish()?;
+    let Revoke {
+        target,
+        decision,
+        reason,
+    } = args;
     let config = core.config.clone();
     let business = config
         .businesses
