@@ -270,6 +270,19 @@ codes! {
     VerdictNotApprove => "verdict-not-approve",
     /// `authorize` `task.close` on a pushed task: the cited verdict is for an older commit than the latest push.
     VerdictStale => "verdict-stale",
+    // --- projects and threads (issue 20) ---
+    /// A project of that name already exists in the business (schema guard `projects_one_name`).
+    ProjectExists => "project-exists",
+    /// A thread of that name already exists in the project (schema guard `threads_one_name`).
+    ThreadExists => "thread-exists",
+    /// Another run holds the thread (schema guard `thread_one_holder`).
+    ThreadAlreadyHeld => "thread-already-held",
+    /// A thread named where none may be: a launch record of a role that is not the thread
+    /// instance, or a run claiming a second thread (schema guard `thread_one_per_run`).
+    ThreadNotAllowed => "thread-not-allowed",
+    /// A message filed under a thread of another business, or one whose instance neither sent
+    /// nor receives it (schema guard `message_threads_match`).
+    ThreadMismatch => "thread-mismatch",
 }
 
 impl fmt::Display for Code {

@@ -87,7 +87,7 @@ fn sql_update_delete_and_replace_are_refused_by_the_database() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3d");
+    assert_eq!(v, "3e");
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }
@@ -508,7 +508,17 @@ fn populate_every_table(c: &Connection) {
          INSERT INTO read_receipts(message, run, at) VALUES ('m1', 'r2', '2099-01-01T00:00:06.000Z');
          INSERT INTO task_snapshots(business, task_ref, read_at, tombstone, fields, at)
          VALUES ('acme', 'vikunja:3/41', '2099-01-01T00:00:00.000Z', 1, NULL,
-           '2099-01-01T00:00:07.000Z');",
+           '2099-01-01T00:00:07.000Z');
+         INSERT INTO projects(id, business, name, by, at)
+         VALUES ('p1', 'acme', 'Site', 'Ada', '2099-01-01T00:00:08.000Z');
+         INSERT INTO threads(id, business, project, instance, user, name, at)
+         VALUES ('t1', 'acme', 'p1', 'pm', 'Ada', 'Plans', '2099-01-01T00:00:09.000Z');
+         INSERT INTO thread_claims(business, thread, run, op, by, at)
+         VALUES ('acme', 't1', 'r1', 'claim', 'r1', '2099-01-01T00:00:10.000Z');
+         INSERT INTO message_threads(message, thread, at)
+         VALUES ('m1', 't1', '2099-01-01T00:00:11.000Z');
+         INSERT INTO thread_opens(thread, by, at)
+         VALUES ('t1', 'Ada', '2099-01-01T00:00:12.000Z');",
     )
     .unwrap();
 }
@@ -892,4 +902,149 @@ fn cursors_move_forward_and_a_revoke_needs_a_resolved_decision_or_a_reason() {
     )
     .unwrap();
     by_decision("2999-01-01T00:00:00.002Z").unwrap();
+}
+
+/// 3e in the database itself: the five thread tables are append-only; one
+/// holder per thread and one thread per run; a revoked run stays out; a
+/// thread revoke needs a resolved decision or a reason; a message joins only
+/// a thread of its business whose instance sent or receives it; a threaded
+/// message to the instance goes only to the thread's current holder.
+#[test]
+fn threads_hold_their_rules_in_the_database() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let mut tick = 0;
+    let mut at = move || {
+        tick += 1;
+        format!("2999-01-01T00:00:{:02}.{:03}Z", tick / 1000, tick % 1000)
+    };
+    let run = |sql: &str, p: &[&dyn rusqlite::ToSql]| c.execute(sql, p);
+    let code = |r: rusqlite::Result<usize>| format!("{r:?}");
+    run(
+        "INSERT INTO projects(id, business, name, repo, by, at) VALUES ('p1', 'acme', 'Site', NULL, 'Ada', ?1)",
+        &[&at()],
+    )
+    .unwrap();
+    let r = run(
+        "INSERT INTO projects(id, business, name, by, at) VALUES ('p2', 'acme', 'Site', 'Ada', ?1)",
+        &[&at()],
+    );
+    assert!(code(r).contains("project-exists"));
+    run(
+        "INSERT INTO projects(id, business, name, by, at) VALUES ('p9', 'other', 'Site', 'Ben', ?1)",
+        &[&at()],
+    )
+    .expect("another business may use the name");
+    let thread = |id: &str, business: &str, project: &str, name: &str, at: String| {
+        c.execute(
+            "INSERT INTO threads(id, business, project, instance, user, name, at)
+             VALUES (?1, ?2, ?3, 'helper', 'Ada', ?4, ?5)",
+            params![id, business, project, name, at],
+        )
+    };
+    thread("t1", "acme", "p1", "Plans", at()).unwrap();
+    thread("t2", "acme", "p1", "Budget", at()).unwrap();
+    assert!(code(thread("t3", "acme", "p1", "Plans", at())).contains("thread-exists"));
+    assert!(code(thread("t4", "acme", "p9", "Other", at())).contains("cross-business"));
+
+    let claim = |thread: &str,
+                 run: &str,
+                 op: &str,
+                 decision: Option<&str>,
+                 reason: Option<&str>,
+                 at: String| {
+        c.execute(
+            "INSERT INTO thread_claims(business, thread, run, op, decision, reason, by, at)
+             VALUES ('acme', ?1, ?2, ?3, ?4, ?5, ?2, ?6)",
+            params![thread, run, op, decision, reason, at],
+        )
+    };
+    claim("t1", "run-a", "claim", None, None, at()).unwrap();
+    assert!(code(claim("t1", "run-b", "claim", None, None, at())).contains("thread-already-held"));
+    assert!(code(claim("t2", "run-a", "claim", None, None, at())).contains("thread-not-allowed"));
+    assert!(code(claim("t1", "run-b", "release", None, None, at())).contains("not-holder"));
+    let r = c.execute(
+        "INSERT INTO thread_claims(business, thread, run, op, by, at)
+         VALUES ('other', 't2', 'run-z', 'claim', 'run-z', ?1)",
+        [at()],
+    );
+    assert!(code(r).contains("cross-business"));
+
+    // Messages: filed under a thread only where its instance takes part.
+    let message = |id: &str, business: &str, from: &str, to: &str, at: String| {
+        c.execute(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+             VALUES (?1, ?2, ?3, 'x', ?4, 'INFO', 'hi', ?5)",
+            params![id, business, from, to, at],
+        )
+    };
+    let file = |message: &str, thread: &str, at: String| {
+        c.execute(
+            "INSERT INTO message_threads(message, thread, at) VALUES (?1, ?2, ?3)",
+            params![message, thread, at],
+        )
+    };
+    message("m1", "acme", "human", "helper", at()).unwrap();
+    message("m2", "acme", "helper", "human", at()).unwrap();
+    message("m3", "acme", "pm", "cto", at()).unwrap();
+    message("m4", "other", "human", "helper", at()).unwrap();
+    message("m5", "acme", "human", "helper", at()).unwrap();
+    file("m1", "t1", at()).unwrap();
+    file("m2", "t1", at()).unwrap();
+    assert!(code(file("m3", "t1", at())).contains("thread-mismatch"));
+    assert!(code(file("m4", "t1", at())).contains("thread-mismatch"));
+    file("m5", "t2", at()).unwrap();
+    let deliver = |message: &str, run: &str, at: String| {
+        c.execute(
+            "INSERT INTO deliveries(message, run, at) VALUES (?1, ?2, ?3)",
+            params![message, run, at],
+        )
+    };
+    assert!(code(deliver("m1", "run-b", at())).contains("not-holder"));
+    // t2 has no holder at all.
+    assert!(code(deliver("m5", "run-a", at())).contains("not-holder"));
+    deliver("m1", "run-a", at()).unwrap();
+    // The instance's own message goes to the human, outside the rule.
+    deliver("m2", "human-cli", at()).unwrap();
+
+    // A revoke carries a resolved decision or a reason; the revoked run stays out.
+    assert!(
+        code(claim("t1", "run-a", "revoke", None, None, at())).contains("revoke-needs-decision")
+    );
+    c.execute(
+        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
+           class, routed_to, question, options, recommendation, approval_choice, blocking, at)
+         VALUES ('d1', 'acme', 'chief', 'chief-1', 'role.revoke', 'helper', 'gated', 'human',
+           'Stop?', '[{\"key\":\"yes\",\"text\":\"Yes\"}]', 'yes', 'yes', 0, ?1)",
+        [at()],
+    )
+    .unwrap();
+    assert!(code(claim("t1", "run-a", "revoke", Some("d1"), None, at()))
+        .contains("revoke-needs-decision"));
+    c.execute(
+        "INSERT INTO decision_events(decision, kind, by, choice, at)
+         VALUES ('d1', 'resolved', 'Ada', 'yes', ?1)",
+        [at()],
+    )
+    .unwrap();
+    claim("t1", "run-a", "revoke", Some("d1"), None, at()).unwrap();
+    assert!(code(claim("t1", "run-a", "claim", None, None, at())).contains("run-revoked"));
+    claim("t1", "run-b", "claim", None, None, at()).unwrap();
+    claim(
+        "t1",
+        "run-b",
+        "revoke",
+        None,
+        Some("stopped by the human"),
+        at(),
+    )
+    .unwrap();
+
+    c.execute(
+        "INSERT INTO thread_opens(thread, by, at) VALUES ('t1', 'Ada', ?1)",
+        [at()],
+    )
+    .unwrap();
+    drop(c);
+    assert_eq!(open_code(&db), None, "the store still opens");
 }

@@ -22,5 +22,11 @@ pub const VERSIONS: &[Pin<'static>] = &[
         sha256: "2aeef394d21f5ea36c8c3e127979b4384143ac41dfe7401531dbe1c9a03760c8",
         master: "a0c8906db221311e09f61e30c9b6269f6ff207ac8f4753f7dc426049904c1dd8",
     },
+    Pin {
+        version: "3d",
+        sql: include_str!("../fixtures/schema-3d.sql"),
+        sha256: "ef830d2153d6f56dc786aa75beaac00a76029ca8d22a2d6b2ff5091f76153f25",
+        master: "fb681ab68fd5d9f0da6ba94dbfa35747adbc38263ad48e38d6b779d9cadb60f7",
+    },
     CURRENT,
 ];

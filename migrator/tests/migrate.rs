@@ -136,7 +136,7 @@ fn a_current_store_is_checked_and_left_as_it_was() {
         r.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3d", "to": "3d", "steps": []})
+            json!({"ok": true, "from": "3e", "to": "3e", "steps": []})
         )
     );
     assert_eq!(contents(root.path()), before);
@@ -330,7 +330,11 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
         [
             json!({"step": "3b-to-3c", "from": "3b", "to": "3c"}),
             json!({"step": "3c-to-3d", "from": "3c", "to": "3d"}),
-            json!({"ok": true, "from": "3b", "to": "3d", "steps": ["3b-to-3c", "3c-to-3d"]}),
+            // The 3b era's message to r0 was never delivered: kept, and counted.
+            json!({"business": "acme", "role": "r0", "undelivered": 1}),
+            json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
+            json!({"ok": true, "from": "3b", "to": "3e",
+                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e"]}),
         ]
     );
     // Same schema as a new store, every old row kept, the epoch recorded once.
@@ -375,7 +379,7 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
         again.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3d", "to": "3d", "steps": []})
+            json!({"ok": true, "from": "3e", "to": "3e", "steps": []})
         )
     );
 
@@ -396,6 +400,194 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
     };
     let r = dispatch(&mut core, &chief, "role.revoke", Some(args)).expect("revoke");
     assert_eq!((&r["run"], &r["op"]), (&json!("run-old"), &json!("revoke")));
+    drop(core);
+    bus.release_lock();
+}
+
+/// A store as a 3d broker left it, made from the pinned 3d fixture: two
+/// businesses, claims (one revoked with a reason, 3d's path), a resolved
+/// decision, a comment cursor, and messages delivered, read and waiting.
+fn store_3d(root: &Path) {
+    let bus = BusDir::acquire(root).expect("lock");
+    let c = Connection::open(bus.db_path()).expect("open");
+    let pin = &lineage::VERSIONS[2];
+    assert_eq!(pin.version, "3d");
+    c.execute_batch("PRAGMA journal_mode = WAL;").expect("wal");
+    c.execute_batch(pin.sql).expect("3d schema");
+    c.execute(
+        "INSERT INTO meta(key, value) VALUES ('schema_version', '3d'), ('schema_sha256', ?1),
+           ('comment_cursor_epoch', '2026-11-01T09:00:00.000Z')",
+        [pin.sha256],
+    )
+    .expect("meta");
+    c.execute_batch(
+        "INSERT INTO role_claims(business, role, run, op, by, at) VALUES
+           ('acme', 'r1', 'run-1', 'claim', 'run-1', '2026-11-01T10:00:00.000Z'),
+           ('acme', 'r0', 'run-0', 'claim', 'run-0', '2026-11-01T10:00:00.001Z'),
+           ('acme', 'r2', 'run-2', 'claim', 'run-2', '2026-11-01T10:00:00.002Z');
+         INSERT INTO role_claims(business, role, run, op, by, reason, at) VALUES
+           ('acme', 'r2', 'run-2', 'revoke', 'run-0', 'done for today', '2026-11-01T10:00:00.003Z');
+         INSERT INTO events(id, business, kind, role, run, subject, body, at) VALUES
+           ('ev-1', 'acme', 'action.allowed', 'r1', 'run-1', 'r0',
+            '{\"action\":\"message.send\"}', '2026-11-01T10:00:01.000Z'),
+           ('ev-2', 'beta', 'human.input', 'human', 'human-cli', NULL,
+            '{\"verb\":\"message.send\"}', '2026-11-01T10:00:01.001Z');
+         INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
+           class, routed_to, question, options, recommendation, approval_choice, blocking, at)
+         VALUES ('d-1', 'acme', 'r1', 'run-1', 'prd.approve', NULL, 'gated', 'human', 'Ship?',
+           '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
+           'yes', 'yes', 0, '2026-11-01T10:00:02.000Z');
+         INSERT INTO decision_events(decision, kind, by, choice, at)
+           VALUES ('d-1', 'resolved', 'Ada', 'yes', '2026-11-01T10:00:02.001Z');
+         INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, request, at) VALUES
+           ('m-1', 'acme', 'r1', 'run-1', 'r0', 'INFO', 'read one', NULL, '2026-11-01T10:00:03.000Z'),
+           ('m-2', 'acme', 'r1', 'run-1', 'r0', 'INFO', 'waiting one', NULL, '2026-11-01T10:00:03.001Z'),
+           ('m-3', 'acme', 'r1', 'run-1', 'r0', 'INFO', 'waiting two', NULL, '2026-11-01T10:00:03.002Z'),
+           ('m-4', 'acme', 'r0', 'run-0', 'human', 'RESULT', 'for Ada', NULL, '2026-11-01T10:00:03.003Z'),
+           ('m-5', 'beta', 'human', 'human-cli', 'helper', 'REQUEST', 'for a thread', 'ev-2',
+            '2026-11-01T10:00:03.004Z');
+         INSERT INTO deliveries(message, run, at) VALUES ('m-1', 'run-0', '2026-11-01T10:00:04.000Z');
+         INSERT INTO read_receipts(message, run, at) VALUES ('m-1', 'run-0', '2026-11-01T10:00:05.000Z');
+         INSERT INTO task_snapshots(business, task_ref, read_at, tombstone, fields, at) VALUES
+           ('acme', 'vikunja:3/41', '2026-11-01T10:00:05.500Z', 0, '{\"title\":\"Site\"}',
+            '2026-11-01T10:00:06.000Z');
+         INSERT INTO task_comment_cursors(business, task_id, last_comment) VALUES ('acme', 41, 7);",
+    )
+    .expect("3d evidence");
+    drop(c);
+    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
+        let _ = std::fs::set_permissions(
+            root.join("bus").join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        );
+    }
+    bus.release_lock();
+}
+
+/// Every row of the tables a 3d store has, `meta` without the two rows a
+/// step rewrites.
+fn rows_3d(root: &Path) -> Vec<String> {
+    let c = db(root);
+    let mut out = Vec::new();
+    for t in [
+        "meta",
+        "events",
+        "decisions",
+        "decision_events",
+        "role_claims",
+        "messages",
+        "deliveries",
+        "read_receipts",
+        "task_snapshots",
+        "task_comment_cursors",
+        "sqlite_sequence",
+    ] {
+        let only = if t == "meta" {
+            "WHERE key NOT IN ('schema_version', 'schema_sha256')"
+        } else {
+            ""
+        };
+        let mut s = c
+            .prepare(&format!("SELECT * FROM {t} {only} ORDER BY rowid"))
+            .expect("prepare");
+        let n = s.column_count();
+        let mut q = s.query([]).expect("query");
+        while let Some(r) = q.next().expect("row") {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+                .collect();
+            out.push(format!("{t}: {}", v.join(" | ")));
+        }
+    }
+    out
+}
+
+/// The full `sqlite_master` of a store, row by row.
+fn master_rows(c: &Connection) -> Vec<(String, String, String, Option<String>)> {
+    let mut s = c
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+        .expect("prepare");
+    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect()
+}
+
+#[test]
+fn a_populated_3d_store_migrates_to_3e_like_a_new_store_and_keeps_every_row() {
+    let root = data_root();
+    store_3d(root.path());
+    let before = rows_3d(root.path());
+    // The 3e broker refuses the 3d store.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+    assert_eq!(rows_3d(root.path()), before, "the refusal changed nothing");
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    // The undelivered messages it kept, per business and recipient role,
+    // before the step's line and the ready line.
+    assert_eq!(
+        lines,
+        [
+            json!({"business": "acme", "role": "human", "undelivered": 1}),
+            json!({"business": "acme", "role": "r0", "undelivered": 2}),
+            json!({"business": "beta", "role": "helper", "undelivered": 1}),
+            json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
+            json!({"ok": true, "from": "3d", "to": "3e", "steps": ["3d-to-3e"]}),
+        ]
+    );
+    // The same schema, entry by entry, as a store the broker makes new.
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root.path());
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    assert_eq!(
+        master_digest(&migrated).expect("digest"),
+        schema::CURRENT.master
+    );
+    // No row changed, none was added, no message was put in a thread.
+    assert_eq!(rows_3d(root.path()), before);
+    for t in [
+        "projects",
+        "threads",
+        "thread_claims",
+        "message_threads",
+        "thread_opens",
+    ] {
+        let n: i64 = migrated
+            .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(n, 0, "{t}");
+    }
+    drop(migrated);
+
+    // The broker serves it: r0's new holder gets the messages kept for it,
+    // oldest first, and only those.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    let store = Store::open(&bus.db_path()).expect("the broker opens the migrated store");
+    let mut core = Core::new(store, Arc::new(config(root.path())));
+    let holder = Caller::Role {
+        business: "acme".into(),
+        role: "r0".into(),
+        run: "run-0".into(),
+    };
+    let got = dispatch(&mut core, &holder, "message.receive", None).expect("receive");
+    let ids: Vec<&str> = got["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["m-2", "m-3"]);
     drop(core);
     bus.release_lock();
 }
@@ -486,7 +678,7 @@ impl Synthetic {
     }
 
     fn pins(&self) -> Vec<Pin<'_>> {
-        ["3d", "3d-t1", "3d-t2"]
+        ["3e", "3e-t1", "3e-t2"]
             .iter()
             .enumerate()
             .map(|(i, v)| Pin {
@@ -502,14 +694,14 @@ impl Synthetic {
 fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
     [
         Step {
-            from: "3d",
-            to: "3d-t1",
-            name: "3d-to-t1",
+            from: "3e",
+            to: "3e-t1",
+            name: "3e-to-t1",
             apply: add_one,
         },
         Step {
-            from: "3d-t1",
-            to: "3d-t2",
+            from: "3e-t1",
+            to: "3e-t2",
             name: "t1-to-t2",
             apply: second,
         },
@@ -558,20 +750,20 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let syn = Synthetic::new();
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("migrates");
-    assert_eq!(report.from, "3d");
-    assert_eq!(report.to, "3d-t2");
-    assert_eq!(report.steps, ["3d-to-t1", "t1-to-t2"]);
+    assert_eq!(report.from, "3e");
+    assert_eq!(report.to, "3e-t2");
+    assert_eq!(report.steps, ["3e-to-t1", "t1-to-t2"]);
     assert_eq!(
         lines,
         [
             "one line from the first step".to_string(),
-            json!({"step": "3d-to-t1", "from": "3d", "to": "3d-t1"}).to_string(),
-            json!({"step": "t1-to-t2", "from": "3d-t1", "to": "3d-t2"}).to_string(),
+            json!({"step": "3e-to-t1", "from": "3e", "to": "3e-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3e-t1", "to": "3e-t2"}).to_string(),
         ]
     );
     let (digest, rows) = contents(root.path());
     assert_eq!(digest, syn.master[2]);
-    assert_eq!(version_of(root.path()), "3d-t2");
+    assert_eq!(version_of(root.path()), "3e-t2");
     // Every evidence row is still there; meta changed only its version and digest.
     let evidence = |rs: &[String]| -> Vec<String> {
         rs.iter()
@@ -603,7 +795,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
     assert!(again.steps.is_empty());
-    assert_eq!(again.from, "3d-t2");
+    assert_eq!(again.from, "3e-t2");
 }
 
 #[test]
@@ -615,7 +807,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
-        assert_eq!(version_of(root.path()), "3d-t1");
+        assert_eq!(version_of(root.path()), "3e-t1");
         assert!(has_table(root.path(), "extra_one"));
         assert!(!has_table(root.path(), "extra_two"));
         assert_eq!(contents(root.path()).0, syn.master[1]);
@@ -623,10 +815,10 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     }
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("resumes");
-    assert_eq!(report.from, "3d-t1");
+    assert_eq!(report.from, "3e-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
-    assert_eq!(version_of(root.path()), "3d-t2");
+    assert_eq!(version_of(root.path()), "3e-t2");
 }
 
 #[test]
@@ -638,7 +830,7 @@ fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
     // The first step runs; the missing second refuses; the first stays.
     let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
     assert_eq!(r, Err(Code::MigrationStep));
-    assert_eq!(version_of(root.path()), "3d-t1");
+    assert_eq!(version_of(root.path()), "3e-t1");
     // With no steps at all nothing changes.
     let root = data_root();
     broker_store(root.path());

@@ -472,6 +472,11 @@ fn foreign_keys(conn: &Connection) -> Result<(), Code> {
 fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
     let mut latest = 0i64;
     for table in schema::EVIDENCE_TABLES {
+        // A store at an older version (the migrator checks one before its
+        // steps) lacks the tables later versions added.
+        if !has_table(conn, table).map_err(|_| Code::Timestamp)? {
+            continue;
+        }
         let mut bad = Vec::new();
         let last = scan_table(conn, table, &mut bad, true).map_err(|e| {
             tracing::warn!(code = "timestamp", table = *table, kind = ?sql_kind(&e), "timestamp scan failed");
@@ -488,6 +493,12 @@ fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
         latest = latest.max(last.unwrap_or(0));
     }
     Ok(latest)
+}
+
+fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")?
+        .query_row([table], |r| r.get::<_, i64>(0))
+        .map(|n| n == 1)
 }
 
 /// Scans one evidence table in `seq` order, pushing the `seq` of every row
@@ -543,6 +554,9 @@ fn scan_table(
 pub fn full_timestamp_scan(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut bad = Vec::new();
     for table in schema::EVIDENCE_TABLES {
+        if !has_table(conn, table)? {
+            continue;
+        }
         let mut seqs = Vec::new();
         scan_table(conn, table, &mut seqs, false)?;
         bad.extend(seqs.into_iter().map(|s| (table.to_string(), s)));

@@ -70,7 +70,7 @@ fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
 }
 
 /// The definition of the business's thread instances (3i, row 121): such a
-/// target is ended through its threads, which this store (3d) does not have.
+/// target is ended through its threads, which this build does not serve yet.
 const THREAD_DEFINITION: &str = "assistant";
 
 /// Whether `role`'s file lists `role.end` (the chief of staff's, 3i row 123).
@@ -200,7 +200,7 @@ fn end_with_reason(
         .and_then(|r| r.definition.as_deref())
         == Some(THREAD_DEFINITION);
     if thread_instance {
-        // Ended through its threads (3i rows 121, 155): schema 3e.
+        // Ended through its threads (3i rows 121, 155): not served yet.
         return Err(Code::NotImplemented);
     }
     core.store.write(|t| {

@@ -10,6 +10,7 @@
 
 mod s3b_to_3c;
 mod s3c_to_3d;
+mod s3d_to_3e;
 
 use rusqlite::Connection;
 
@@ -35,5 +36,11 @@ pub const STEPS: &[Step] = &[
         to: "3d",
         name: "3c-to-3d",
         apply: s3c_to_3d::apply,
+    },
+    Step {
+        from: "3d",
+        to: "3e",
+        name: "3d-to-3e",
+        apply: s3d_to_3e::apply,
     },
 ];
