@@ -1,13 +1,21 @@
 #!/bin/sh
 # Verifies and scores every unit in this directory without installing:
-# binaries come from target/debug (build them first), user units see a
-# scratch $HOME whose .cargo/bin links to them (where the units expect
-# `cargo install` to have put them), and system units are checked
-# on a copy whose ExecStart= points at target/debug.
-#   sh systemd/check.sh
+# binaries come from BIN_DIR (build them first; by default the directory
+# cargo puts debug binaries in, wherever CARGO_TARGET_DIR or the workspace
+# config sends it), user units see a scratch $HOME whose .cargo/bin links
+# to them (where the units expect `cargo install` to have put them), and
+# system units are checked on a copy whose ExecStart= points at BIN_DIR.
+#   sh systemd/check.sh [BIN_DIR]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$(cd "$here/../target/debug" && pwd)
+if [ $# -ge 1 ]; then
+    bin=$(cd "$1" && pwd)
+else
+    # Ask cargo where its target directory is rather than assume target/.
+    target_dir=$(cd "$here/.." && cargo metadata --format-version 1 --no-deps |
+        sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    bin=$(cd "${target_dir:?cannot find the cargo target directory}/debug" && pwd)
+fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p -m 0700 "$scratch/home/.cargo/bin" "$scratch/run" "$scratch/sys"

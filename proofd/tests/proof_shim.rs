@@ -75,6 +75,9 @@ struct Decision {
     code: Option<String>,
     claimed_pid: i64,
     peer_pid: i32,
+    /// The peer's `Cap*:` lines from `/proc/<pid>/status`, read before
+    /// the reply (the shim is still waiting for it, so still alive).
+    caps: Vec<String>,
 }
 
 /// Accepts one connection and judges it like the broker does.
@@ -99,6 +102,12 @@ fn broker_like(
         };
         let proof = &req[key];
         let claimed_pid = proof["pid"].as_i64().unwrap();
+        let caps = std::fs::read_to_string(format!("/proc/{peer_pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Cap"))
+            .map(str::to_string)
+            .collect();
         let code = if claimed_pid != i64::from(peer_pid) {
             Some("proof-pid".to_string())
         } else {
@@ -126,6 +135,7 @@ fn broker_like(
             code,
             claimed_pid,
             peer_pid,
+            caps,
         })
         .unwrap();
     });
@@ -139,6 +149,18 @@ fn sh_quote(s: &str) -> String {
 /// Runs the shim detached (`setsid -f env -i`), stdin/stdout through files;
 /// returns its stdout line.
 fn run_detached(dir: &TempDir, exe: &Path, sock: &Path, env: &[(&str, &str)]) -> String {
+    run_detached_from(dir, exe, sock, env, true)
+}
+
+/// As [`run_detached`]; `shed` false starts the tree with every capability
+/// the test runner holds (a root shell's).
+fn run_detached_from(
+    dir: &TempDir,
+    exe: &Path,
+    sock: &Path,
+    env: &[(&str, &str)],
+    shed: bool,
+) -> String {
     let req = dir.0.join("req.json");
     let out = dir.0.join("out.json");
     std::fs::write(&req, REQUEST).unwrap();
@@ -159,9 +181,11 @@ fn run_detached(dir: &TempDir, exe: &Path, sock: &Path, env: &[(&str, &str)]) ->
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: only prctl between fork and exec.
-    unsafe {
-        cmd.pre_exec(drop_bounding_set);
+    if shed {
+        // SAFETY: only prctl between fork and exec.
+        unsafe {
+            cmd.pre_exec(drop_bounding_set);
+        }
     }
     assert!(cmd.status().unwrap().success());
     let tmp = dir.0.join("out.json.tmp");
@@ -238,6 +262,51 @@ fn detached_human_shim_is_accepted() {
     let d = decided(&rx);
     assert_eq!(d.code, None, "{d:?}");
     assert_eq!(out, r#"{"ok":true,"result":{}}"#);
+}
+
+/// The runner's own `CapEff` mask from `/proc/self/status`.
+fn own_effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap()
+}
+
+/// A human's shim started from a root shell that holds capabilities (here:
+/// a detached `/bin/sh` with the runner's full sets, bounding set included)
+/// sheds them all before its nonce re-exec, so the capability-less proof
+/// helper can read it and proves it. Before the shim shed them, this was
+/// `proof-unreadable`.
+#[test]
+fn a_human_shim_started_from_a_root_shell_with_capabilities_is_proven() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    const CAP_SETPCAP: u64 = 1 << 8;
+    if !root || own_effective_caps() & CAP_SETPCAP == 0 {
+        eprintln!("skipped: needs a root runner holding capabilities (as CI runs)");
+        return;
+    }
+    for (name, kind) in [
+        ("mosaic-human-cli", Kind::Human),
+        ("mosaic-tester-cli", Kind::Tester),
+    ] {
+        let exe = shim(name);
+        let (dir, sock, rx) = setup("root-caps", kind, &exe);
+        let out = run_detached_from(&dir, &exe, &sock, &[], false);
+        let d = decided(&rx);
+        assert_eq!(d.code, None, "{name}: {d:?}");
+        assert_eq!(out, r#"{"ok":true,"result":{}}"#, "{name}");
+        // Every set empty, the bounding set included (an exec as root
+        // would otherwise be granted the full set again).
+        let names = ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"];
+        for n in names {
+            let line = d.caps.iter().find(|l| l.starts_with(n));
+            let mask = line.and_then(|l| u64::from_str_radix(l[n.len()..].trim(), 16).ok());
+            assert_eq!(mask, Some(0), "{name}: {n} {:?}", d.caps);
+        }
+    }
 }
 
 #[test]

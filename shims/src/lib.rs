@@ -6,7 +6,9 @@
 //! 1. **First image.** Reads one JSON object `{business, verb, args?}` from
 //!    stdin (at most [`MAX_REQUEST`] bytes) and checks its shape. It then
 //!    copies the bytes into a memfd, makes that memfd
-//!    its stdin, removes any inherited `MOSAIC_BUS_*_NONCE`, adds a fresh
+//!    its stdin, sheds every capability it holds ([`shed_capabilities`]:
+//!    ambient, bounding, inheritable, permitted and effective sets, and
+//!    `no_new_privs`), removes any inherited `MOSAIC_BUS_*_NONCE`, adds a fresh
 //!    128-bit nonce (OS RNG, 32 lowercase hex digits) under its own variable
 //!    and [`STAGE_VAR`]`=<own pid>`, and `execve`s `/proc/self/exe` with the
 //!    same argv. The nonce is thus in the new image's initial environment,
@@ -221,6 +223,11 @@ fn reexec(kind: Kind, args: &[OsString], raw: &[u8]) -> io::Error {
         Ok(f) => f,
         Err(e) => return e,
     };
+    // A human's shell holds no capabilities; a root shell does, and the
+    // capability-less proof helper may not read the environment of a
+    // process whose permitted set is not a subset of its own. Shed them
+    // all before the exec, so the image that sends the proof has none.
+    shed_capabilities();
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0(&args[0])
         .args(&args[1..])
@@ -231,6 +238,34 @@ fn reexec(kind: Kind, args: &[OsString], raw: &[u8]) -> io::Error {
     cmd.env(kind.nonce_var(), nonce)
         .env(STAGE_VAR, std::process::id().to_string());
     cmd.exec()
+}
+
+/// Drops every capability this process holds, in an order that keeps the
+/// rights each step needs until it has run: the ambient set; the bounding
+/// set (needs `CAP_SETPCAP`, so while the effective set still has it), so
+/// that an exec as root is not granted the full set again; then the
+/// inheritable, permitted and effective sets. `no_new_privs` keeps the
+/// exec from gaining any back through file capabilities or a setuid bit.
+///
+/// Best effort: an ordinary user's shim holds nothing and may not touch its
+/// bounding set (`EPERM`), and its exec gains nothing either way. A step
+/// that fails leaves the proof to the broker, which refuses a shim it cannot
+/// read (`proof-unreadable`); the shim prints nothing of its own.
+pub fn shed_capabilities() {
+    use caps::CapSet;
+    let _ = caps::clear(None, CapSet::Ambient);
+    let held_setpcap = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
+        .unwrap_or(false);
+    if held_setpcap {
+        for cap in caps::runtime::procfs_all_supported(None).unwrap_or_else(|_| caps::all()) {
+            let _ = caps::drop(None, CapSet::Bounding, cap);
+        }
+    }
+    let _ = caps::clear(None, CapSet::Inheritable);
+    let _ = caps::clear(None, CapSet::Effective);
+    let _ = caps::clear(None, CapSet::Permitted);
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
 /// Field 22 of `/proc/self/stat`, parsed after the last `)`.

@@ -519,8 +519,11 @@ fn every_unit_verifies_and_rates_two_or_lower() {
     bin("mosaic-proofd");
     bin("mosaic-leased");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/check.sh");
+    // The binaries this test run built, wherever cargo put its target
+    // directory (CARGO_TARGET_DIR, a config's build.target-dir).
     let out = Command::new("sh")
         .arg(&script)
+        .arg(bin_dir())
         .output()
         .expect("run systemd/check.sh (needs systemd-analyze)");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
