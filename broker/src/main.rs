@@ -3,6 +3,8 @@
 //! Modes: `--host-fd N` (forked by a host), `--control PATH` (systemd or an
 //! operator), `--demo [DIR]` (the shipped example business, for trying it out).
 
+mod demo;
+
 use mosaic_bus::error::Code;
 use mosaic_bus::host::channel::{self, End, Shared};
 use mosaic_bus::proof::VerifierFactory;
@@ -451,46 +453,7 @@ fn peer_uid(conn: &UnixStream) -> Option<u32> {
 }
 
 fn demo(dir: PathBuf, shared: &Shared) -> ExitCode {
-    use std::os::unix::fs::DirBuilderExt;
-    if !dir.exists()
-        && std::fs::DirBuilder::new()
-            .mode(0o700)
-            .recursive(true)
-            .create(&dir)
-            .is_err()
-    {
-        return refuse(Code::DataRoot);
-    }
-    let business: serde_json::Value =
-        match serde_json::from_str(include_str!("../examples/business.json")) {
-            Ok(v) => v,
-            Err(_) => return refuse(Code::InvalidBusiness),
-        };
-    let config = json!({
-        "dataRoot": dir.to_string_lossy(),
-        "businesses": {"acme": business},
-        "readers": ["acme"],
-    });
-    let config = match mosaic_bus::BootConfig::from_json(config) {
-        Ok(c) => c,
-        Err(c) => return refuse(c),
-    };
-    let rt = match mosaic_bus::runtime::start_with(config, mosaic_bus::proof::spawn_default()) {
-        Ok(rt) => rt,
-        Err(c) => return refuse(c),
-    };
-    let reply = rt.boot_reply().clone();
-    println!("socket: {}", reply["path"].as_str().unwrap_or_default());
-    if let Some(cap) = reply["readers"][0]["cap"].as_str() {
-        println!("reader capability (acme): {cap}");
-    }
-    println!("serving; press Ctrl-C to stop");
-    if let Ok(mut g) = shared.lock() {
-        *g = Some(rt);
-    }
-    loop {
-        std::thread::park();
-    }
+    refuse(demo::run(dir, shared))
 }
 
 /// Set in the signal handler itself, at delivery: the first SIGTERM or
@@ -529,6 +492,7 @@ fn install_signals(shared: Shared) {
                     // can end the process while this close runs.
                     let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(rt) = slot.take() {
+                        demo::end_runs(&rt);
                         rt.close();
                     }
                     if let Some(p) = CONTROL_PATH.get() {

@@ -254,8 +254,8 @@ fn reexec(kind: Kind, args: &[OsString], raw: &[u8]) -> io::Error {
 pub fn shed_capabilities() {
     use caps::CapSet;
     let _ = caps::clear(None, CapSet::Ambient);
-    let held_setpcap = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
-        .unwrap_or(false);
+    let held_setpcap =
+        caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
     if held_setpcap {
         for cap in caps::runtime::procfs_all_supported(None).unwrap_or_else(|_| caps::all()) {
             let _ = caps::drop(None, CapSet::Bounding, cap);
