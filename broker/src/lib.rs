@@ -7,6 +7,7 @@
 //! trusted host's channel; [`runtime`] ties them together; [`client`] and
 //! [`views`] are what other programs link against.
 
+pub mod authorize;
 pub mod client;
 pub mod config;
 pub mod core;

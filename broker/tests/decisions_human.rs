@@ -2,10 +2,10 @@
 //! process: a real temp store and a real `Core`, the human as
 //! `Caller::Human` (the socket cannot prove a human session in a test).
 
+use mosaic_bus::authorize::authorize_in_tx;
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
-use mosaic_bus::store::decisions::authorize_in_tx;
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
 use mosaic_bus::verbs::dispatch;
@@ -461,8 +461,8 @@ fn a_failed_transaction_leaves_the_approval_unspent() {
 
 #[test]
 fn the_message_send_path_shares_consumption_and_writes_no_event_of_its_own() {
+    use mosaic_bus::authorize::consume_in_tx;
     use mosaic_bus::policy::routing::Class;
-    use mosaic_bus::store::decisions::consume_in_tx;
     let mut e = Env::new();
     // dev may not message cto within its role: gated, to the human.
     let d = e.raise(

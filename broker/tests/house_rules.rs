@@ -1,4 +1,12 @@
-//! House rules checked as tests.
+//! House rules checked as tests: each scans the workspace's own sources
+//! (or docs) and fails when a boundary `docs/architecture.md` states is
+//! crossed.
+//!
+//! - The README lists every refusal code.
+//! - Every source file starts with a `//!` doc line.
+//! - Only `broker/src/store/` (and, offline, the migrator crate) holds SQL:
+//!   no SQL statement text and no rusqlite statement call anywhere else in
+//!   the shipped sources (`broker/src`, `proofd/src`, `shims/src`).
 
 use mosaic_bus::error::Code;
 
@@ -43,4 +51,307 @@ fn every_module_says_what_it_is() {
         .map(|p| p.display().to_string())
         .collect();
     assert!(lacking.is_empty(), "files without a //! line: {lacking:?}");
+}
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The workspace root (this crate is `broker/`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Rust source split into its code (comments and literals blanked) and
+/// its string literals' contents (each with the line it starts on).
+struct Lexed {
+    code: String,
+    strings: Vec<(usize, String)>,
+}
+
+fn lex(src: &str) -> Lexed {
+    let b: Vec<char> = src.chars().collect();
+    let mut code = String::with_capacity(src.len());
+    let mut strings = Vec::new();
+    let mut line = 1usize;
+    let mut i = 0;
+    let n = b.len();
+    while i < n {
+        let c = b[i];
+        if c == '\n' {
+            line += 1;
+            code.push('\n');
+            i += 1;
+        } else if c == '/' && i + 1 < n && b[i + 1] == '/' {
+            while i < n && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && i + 1 < n && b[i + 1] == '*' {
+            let mut depth = 0;
+            while i < n {
+                if b[i] == '/' && i + 1 < n && b[i + 1] == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == '*' && i + 1 < n && b[i + 1] == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if b[i] == '\n' {
+                        line += 1;
+                        code.push('\n');
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && i + 1 < n
+            && (b[i + 1] == '"' || b[i + 1] == '#')
+            && (i == 0 || !(b[i - 1].is_alphanumeric() || b[i - 1] == '_'))
+        {
+            // A raw string r"…" or r#"…"#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while j < n && b[j] == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            if j < n && b[j] == '"' {
+                let start = line;
+                let mut s = String::new();
+                j += 1;
+                loop {
+                    if j >= n {
+                        break;
+                    }
+                    if b[j] == '"' && (0..hashes).all(|k| j + 1 + k < n && b[j + 1 + k] == '#') {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    if b[j] == '\n' {
+                        line += 1;
+                        code.push('\n');
+                    }
+                    s.push(b[j]);
+                    j += 1;
+                }
+                strings.push((start, s));
+                code.push_str("\"\"");
+                i = j;
+            } else {
+                code.push(c);
+                i += 1;
+            }
+        } else if c == '"' {
+            let start = line;
+            let mut s = String::new();
+            i += 1;
+            while i < n && b[i] != '"' {
+                if b[i] == '\\' && i + 1 < n {
+                    s.push(b[i + 1]);
+                    if b[i + 1] == '\n' {
+                        line += 1;
+                        code.push('\n');
+                    }
+                    i += 2;
+                    continue;
+                }
+                if b[i] == '\n' {
+                    line += 1;
+                    code.push('\n');
+                }
+                s.push(b[i]);
+                i += 1;
+            }
+            i += 1;
+            strings.push((start, s));
+            code.push_str("\"\"");
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\'') or a lifetime ('a).
+            if i + 2 < n && b[i + 1] == '\\' {
+                let mut j = i + 2;
+                while j < n && b[j] != '\'' {
+                    j += 1;
+                }
+                i = j + 1;
+                code.push_str("' '");
+            } else if i + 2 < n && b[i + 2] == '\'' {
+                i += 3;
+                code.push_str("' '");
+            } else {
+                code.push(c);
+                i += 1;
+            }
+        } else {
+            code.push(c);
+            i += 1;
+        }
+    }
+    Lexed { code, strings }
+}
+
+/// True when a string literal reads as SQL: a statement keyword in
+/// capitals, as this codebase writes its SQL.
+fn looks_like_sql(s: &str) -> bool {
+    let words: Vec<&str> = s
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |w: &str| words.contains(&w);
+    let pair = |a: &str, bs: &[&str]| {
+        words
+            .windows(2)
+            .any(|p| p[0] == a && bs.iter().any(|b| p[1] == *b))
+    };
+    const OBJECTS: &[&str] = &["TABLE", "INDEX", "TRIGGER", "VIEW", "UNIQUE", "TEMP"];
+    (has("SELECT") && has("FROM"))
+        || pair("INSERT", &["INTO", "OR"])
+        || pair("DELETE", &["FROM"])
+        || (has("UPDATE") && has("SET"))
+        || pair("CREATE", OBJECTS)
+        || pair("DROP", OBJECTS)
+        || pair("ALTER", &["TABLE"])
+        || has("PRAGMA")
+        || has("SAVEPOINT")
+        || pair(
+            "BEGIN",
+            &["IMMEDIATE", "DEFERRED", "EXCLUSIVE", "TRANSACTION"],
+        )
+        || s.trim() == "BEGIN"
+        || s.trim() == "COMMIT"
+        || s.trim() == "ROLLBACK"
+}
+
+/// rusqlite's statement calls: none outside the store.
+const SQL_CALLS: &[&str] = &[
+    ".prepare(",
+    ".prepare_cached(",
+    ".execute(",
+    ".execute_batch(",
+    ".query_row(",
+    ".query_map(",
+    ".pragma_update(",
+    ".pragma_query(",
+];
+
+/// Files exempt from the SQL rule, and why.
+const SQL_EXEMPT: &[(&str, &str)] = &[(
+    "broker/src/bin/mosaic-bench.rs",
+    "the benchmark's floors run raw SQLite on scratch databases of their own, never the store",
+)];
+
+fn sql_findings() -> Vec<String> {
+    let root = root();
+    let mut found = Vec::new();
+    for dir in ["broker/src", "proofd/src", "shims/src"] {
+        for file in rust_files(&root.join(dir)) {
+            let rel = file
+                .strip_prefix(&root)
+                .expect("under root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if rel.starts_with("broker/src/store/") || SQL_EXEMPT.iter().any(|(p, _)| *p == rel) {
+                continue;
+            }
+            let src = fs::read_to_string(&file).expect("read source");
+            let lexed = lex(&src);
+            for (line, s) in &lexed.strings {
+                if looks_like_sql(s) {
+                    found.push(format!("{rel}:{line}: SQL text {:?}", truncate(s)));
+                }
+            }
+            for (no, l) in lexed.code.lines().enumerate() {
+                for call in SQL_CALLS {
+                    if l.contains(call) {
+                        found.push(format!("{rel}:{}: statement call {call}", no + 1));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(60).collect()
+}
+
+#[test]
+fn sql_lives_only_in_the_store() {
+    let found = sql_findings();
+    assert!(
+        found.is_empty(),
+        "SQL outside broker/src/store/ (move it into a store function):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The scanner itself: it must see SQL where it is, and only there.
+#[test]
+fn the_sql_scanner_finds_what_it_should() {
+    let sample = r####"
+        // SELECT x FROM y (a comment is not code)
+        fn f(c: &Connection) {
+            let a = "SELECT seq FROM events WHERE id = ?1";
+            let b = r#"INSERT INTO t(a) VALUES (1)"#;
+            let q = 'x';
+            let life: &'static str = "plain text, Select from the menu";
+            c.query_row("x", [], |r| r.get(0));
+            /* c.prepare("y") */
+        }
+    "####;
+    let lexed = lex(sample);
+    let sql: Vec<usize> = lexed
+        .strings
+        .iter()
+        .filter(|(_, s)| looks_like_sql(s))
+        .map(|(l, _)| *l)
+        .collect();
+    assert_eq!(sql, vec![4, 5]);
+    let calls: Vec<usize> = lexed
+        .code
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| SQL_CALLS.iter().any(|c| l.contains(c)))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(calls, vec![8]);
+    for s in [
+        "PRAGMA quick_check",
+        "UPDATE meta SET v = 1",
+        "CREATE TABLE t(a)",
+        "BEGIN IMMEDIATE",
+        "COMMIT",
+        "DELETE FROM t",
+    ] {
+        assert!(looks_like_sql(s), "{s}");
+    }
+    for s in ["role.claim", "Commit message", "begin", "not-implemented"] {
+        assert!(!looks_like_sql(s), "{s}");
+    }
 }

@@ -6,7 +6,6 @@
 use crate::core::Core;
 use crate::error::Code;
 use crate::ids::is_task_ref;
-use crate::store::decisions as auth;
 use crate::store::evidence::{self, Actor};
 use crate::store::reviews;
 use crate::verbs::launch::{record_refusal, role_of};
@@ -53,7 +52,7 @@ fn check_push_authority(
         .get(business)
         .ok_or(Code::UnknownBusiness)?;
     core.store
-        .write(|t| auth::consume_in_tx(t, biz, role, run, PUSH, Some(task_ref), None))
+        .write(|t| crate::authorize::consume_in_tx(t, biz, role, run, PUSH, Some(task_ref), None))
         .map(|_| ())
 }
 
@@ -124,7 +123,15 @@ pub fn record_push(
                 return Err(Code::UnknownProject);
             }
             core.store.write(|t| {
-                let class = auth::consume_in_tx(t, biz, role, run, PUSH, Some(&task_ref), None)?;
+                let class = crate::authorize::consume_in_tx(
+                    t,
+                    biz,
+                    role,
+                    run,
+                    PUSH,
+                    Some(&task_ref),
+                    None,
+                )?;
                 let w = evidence::insert_event(
                     t,
                     business,

@@ -7,7 +7,6 @@ use crate::ids;
 use crate::store::clock;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
-use rusqlite::params;
 use serde_json::{json, Map, Value};
 
 /// Kinds only verbs and host ops write: human input, human launch control,
@@ -118,15 +117,7 @@ pub fn record_event_as(
                 return Err(Code::InvalidRequest);
             }
             let request = body["request"].as_str().unwrap_or_default();
-            let ok: bool =
-                t.tx.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
-                       AND kind = 'human.input')",
-                    params![request, business],
-                    |r| r.get(0),
-                )
-                .map_err(|e| crate::store::map_sql_error(&e))?;
-            if !ok {
+            if !crate::store::reads::is_human_input(&t.tx, business, request)? {
                 return Err(Code::HumanInputRequired);
             }
         }

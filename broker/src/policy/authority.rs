@@ -1,7 +1,7 @@
 //! Authority and single use, as pure matching over a decision's recorded
 //! facts and a request. The transactional half (reading the decision,
 //! writing the consumption row, the `action.allowed` event and the effect in
-//! one transaction) is `store::decisions::authorize_in_tx`.
+//! one transaction) is `authorize::authorize_in_tx`.
 
 use super::routing::Class;
 use crate::error::Code;

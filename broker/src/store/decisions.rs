@@ -1,21 +1,17 @@
 //! Decision evidence: the writers and readers of `decisions` and
-//! `decision_events`, a decision close's DECISION message, the launch
-//! toggles' state, and the one authority-and-consumption helper
-//! ([`authorize_in_tx`]) that `authorize`, cross-role `message.send` and
-//! `role.revoke` share.
+//! `decision_events`, a decision close's DECISION message and the launch
+//! toggles' state. It decides nothing: the authority check that reads these
+//! rows is `crate::authorize`, on the writer side.
 //!
 //! The close message is a plain INSERT into `messages` here, in the close's
 //! own transaction (the messages store writers belong to the messages verbs;
 //! this is the one other writer of that table, see docs/decisions.md).
 
-use super::evidence::{self, Actor, Written};
+use super::evidence::Written;
 use super::{map_sql_error, Tx};
-use crate::config::Business;
 use crate::error::Code;
 use crate::ids;
-use crate::policy::actions;
-use crate::policy::authority::{self, Ask, DecisionFacts};
-use crate::policy::routing::{self, Class};
+use crate::policy::routing::Class;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
@@ -104,23 +100,6 @@ impl DecisionRow {
 
     pub fn is_open(&self) -> bool {
         self.closed_kind.is_none()
-    }
-
-    /// The recorded facts the authority check matches against.
-    pub fn facts(&self) -> Result<DecisionFacts<'_>, Code> {
-        Ok(DecisionFacts {
-            raised_by_role: &self.raised_by_role,
-            action: &self.action,
-            target: self.target.as_deref(),
-            class: Class::parse(&self.class).ok_or(Code::StorageUnavailable)?,
-            approval_choice: &self.approval_choice,
-            resolved_choice: match self.closed_kind.as_deref() {
-                Some("resolved") => self.choice.as_deref(),
-                _ => None,
-            },
-            withdrawn: self.closed_kind.as_deref() == Some("withdrawn"),
-            consumed: self.consumed,
-        })
     }
 
     /// The decision as sessions see it: decoded options, `blocking` as a
@@ -382,113 +361,4 @@ pub fn launch_latest(
     )
     .optional()
     .map_err(sql)
-}
-
-/// What an authorization allowed.
-#[derive(Debug, Clone)]
-pub struct AuthOutcome {
-    /// The action's class for the caller under current policy.
-    pub class: Class,
-    /// The decision it consumed, when one backed it.
-    pub decision: Option<String>,
-    /// The `action.allowed` event.
-    pub event: Written,
-}
-
-/// The one authority-and-consumption helper. Inside the caller's
-/// transaction `t`:
-///
-/// 1. `run` must hold `role` (`not-holder`); the action must be in the
-///    vocabulary (`unknown-action`); `role.launch` refuses while the
-///    business's launches are revoked (`launch-revoked`).
-/// 2. Without `decision`: only a within-role action passes (`decision-required`).
-/// 3. With `decision`: it must exist in the business (`decision-not-found`)
-///    and pass [`authority::check_with_decision`] (`decision-mismatch`,
-///    `decision-not-approved`, `decision-consumed`); then a `consumed` row is
-///    written (the unique index backs single use across every path and
-///    restarts).
-///
-/// Returns the action's class. It writes no `action.allowed`: callers that
-/// write their own (message.send, whose body names the message) use this;
-/// everyone else uses [`authorize_in_tx`], which adds the event. The caller
-/// writes its effect in the same `t`; any `Err` rolls the consumption back
-/// with it, leaving the approval unspent.
-pub fn consume_in_tx(
-    t: &mut Tx<'_>,
-    business: &Business,
-    role: &str,
-    run: &str,
-    action: &str,
-    target: Option<&str>,
-    decision: Option<&str>,
-) -> Result<Class, Code> {
-    if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(run) {
-        return Err(Code::NotHolder);
-    }
-    if !actions::known(action) {
-        return Err(Code::UnknownAction);
-    }
-    if action == "role.launch" {
-        let latest = launch_latest(&t.tx, &business.id)?;
-        if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
-            return Err(Code::LaunchRevoked);
-        }
-    }
-    let class = routing::classify(business, role, action);
-    let ask = Ask {
-        role,
-        action,
-        target,
-        class,
-    };
-    match decision {
-        None => authority::check_without_decision(&ask)?,
-        Some(id) => {
-            let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
-            authority::check_with_decision(&d.facts()?, &ask)?;
-            // Checked unused above in this transaction; the unique
-            // 'consumed' index and its trigger back it up (a refusal there
-            // rolls everything back as storage-unavailable).
-            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
-        }
-    }
-    Ok(class)
-}
-
-/// [`consume_in_tx`] plus the `action.allowed` event `{action, class,
-/// target?, decision?}` with the target as subject, in the same transaction.
-/// This is what `authorize`, `authorizeLaunch` and `role.revoke` use.
-pub fn authorize_in_tx(
-    t: &mut Tx<'_>,
-    business: &Business,
-    role: &str,
-    run: &str,
-    action: &str,
-    target: Option<&str>,
-    decision: Option<&str>,
-) -> Result<AuthOutcome, Code> {
-    let class = consume_in_tx(t, business, role, run, action, target, decision)?;
-    let mut body = json!({"action": action, "class": class.as_str()});
-    if let Some(tg) = target {
-        body["target"] = json!(tg);
-    }
-    if let Some(d) = decision {
-        body["decision"] = json!(d);
-    }
-    let event = evidence::insert_event(
-        t,
-        &business.id,
-        "action.allowed",
-        Actor {
-            role: Some(role),
-            run: Some(run),
-        },
-        target,
-        &body,
-    )?;
-    Ok(AuthOutcome {
-        class,
-        decision: decision.map(str::to_string),
-        event,
-    })
 }

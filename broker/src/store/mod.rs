@@ -8,6 +8,7 @@ pub mod clock;
 pub mod decisions;
 pub mod evidence;
 pub mod messages;
+pub mod reads;
 pub mod reviews;
 pub mod root;
 pub mod schema;

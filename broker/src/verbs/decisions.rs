@@ -665,8 +665,10 @@ impl Verb for List {
         let conn = core.store.conn();
         let business = caller.business();
         match self {
-            List::Roles => Ok(Value::Array(super::reads::open_for_roles(conn, business)?)),
-            List::Recent => Ok(Value::Array(super::reads::recent_closed(
+            List::Roles => Ok(Value::Array(crate::store::reads::open_for_roles(
+                conn, business,
+            )?)),
+            List::Recent => Ok(Value::Array(crate::store::reads::recent_closed(
                 conn, business, RECENT,
             )?)),
         }

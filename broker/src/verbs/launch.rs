@@ -8,7 +8,6 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids::is_task_ref;
 use crate::policy::routing::HUMAN;
-use crate::store::decisions as store;
 use crate::store::evidence::{self, Actor};
 use serde_json::{json, Value};
 
@@ -112,7 +111,8 @@ pub fn authorize(
         .get(&business_id)
         .ok_or(Code::UnknownBusiness)?;
     core.store.write(|t| {
-        let out = store::authorize_in_tx(t, business, &role, &run, action, target, decision)?;
+        let out =
+            crate::authorize::authorize_in_tx(t, business, &role, &run, action, target, decision)?;
         if let (true, Some(task)) = (action == "task.close", target) {
             check_close_verdict(&t.tx, &business.id, task, verdict)?;
         }

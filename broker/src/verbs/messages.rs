@@ -302,7 +302,7 @@ impl Send {
         if !within {
             // The shared authority-and-consumption helper: matching,
             // resolution and single use, in this same transaction.
-            crate::store::decisions::consume_in_tx(
+            crate::authorize::consume_in_tx(
                 t,
                 biz,
                 role,

@@ -10,11 +10,10 @@ use super::{Args, Verb};
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
-use crate::store::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
-use crate::store::map_sql_error;
-use crate::store::messages::{self as msgs, message_json, MESSAGE_COLUMNS};
-use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::{json, Map, Value};
+use crate::store::messages as msgs;
+use crate::store::reads::{self, TaskRow};
+use rusqlite::Connection;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
 /// `replies` page size (REPLIES).
@@ -29,15 +28,6 @@ pub const TASK_PAGE_MAX: usize = 200;
 pub const STRANDED: usize = 50;
 /// Most messages an `inbox` lists.
 pub const INBOX_MESSAGES: i64 = 100;
-
-fn sql_err(e: rusqlite::Error) -> Code {
-    map_sql_error(&e)
-}
-
-fn json_col(s: Option<String>) -> Value {
-    s.and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Value::Null)
-}
 
 fn business<'a>(core: &'a Core, caller: &Caller) -> Result<&'a Business, Code> {
     core.config
@@ -70,102 +60,6 @@ no_args!(Requirements, requirements);
 no_args!(State, state);
 no_args!(Credentials, credentials);
 
-fn collect(
-    conn: &Connection,
-    sql: &str,
-    p: impl rusqlite::Params,
-    f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
-) -> Result<Vec<Value>, Code> {
-    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
-    let rows = stmt.query_map(p, f).map_err(sql_err)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
-}
-
-// --- decisions as the inbox shows them ------------------------------------
-
-const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_run, d.action, \
-     d.target, d.class, d.routed_to, d.domain, d.question, d.options, d.recommendation, \
-     d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
-     d.target_holder, d.at";
-
-const OPEN: &str = "NOT EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id \
-     AND e.kind IN ('resolved', 'withdrawn'))";
-
-/// A `decisions` row as the inbox shows it: decoded options, `blocking` as a
-/// boolean and the authorization context S4 must display.
-fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    let action: String = r.get(4)?;
-    let target: Option<String> = r.get(5)?;
-    let approval: String = r.get(12)?;
-    Ok(json!({
-        "record": "decision",
-        "seq": r.get::<_, i64>(0)?,
-        "id": r.get::<_, String>(1)?,
-        "raised_by_role": r.get::<_, String>(2)?,
-        "raised_by_run": r.get::<_, String>(3)?,
-        "action": action,
-        "target": target,
-        "class": r.get::<_, String>(6)?,
-        "routed_to": r.get::<_, String>(7)?,
-        "domain": r.get::<_, Option<String>>(8)?,
-        "question": r.get::<_, String>(9)?,
-        "options": json_col(r.get(10)?),
-        "recommendation": r.get::<_, String>(11)?,
-        "approvalChoice": approval,
-        "blocking": r.get::<_, i64>(13)? == 1,
-        "project": r.get::<_, Option<String>>(14)?,
-        "task_ref": r.get::<_, Option<String>>(15)?,
-        "requirement_ref": r.get::<_, Option<String>>(16)?,
-        "supersedes": r.get::<_, Option<String>>(17)?,
-        "target_holder": r.get::<_, Option<String>>(18)?,
-        "at": r.get::<_, String>(19)?,
-        "authorization": {"action": action, "target": target, "approvalChoice": approval},
-    }))
-}
-
-/// Open decisions routed to `route`, gated first and then oldest.
-fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<Value>, Code> {
-    let sql = format!(
-        "SELECT {DECISION_COLUMNS} FROM decisions d
-         WHERE d.business = ?1 AND d.routed_to = ?2 AND {OPEN}
-         ORDER BY d.class = 'gated' DESC, d.seq"
-    );
-    collect(conn, &sql, params![business, route], decision_json)
-}
-
-/// `decisions {list:'roles'}`: the business's open decisions routed to a
-/// role (never the human), oldest first. Each row is the decision row
-/// `trail` and `inbox` give for its id.
-pub(crate) fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
-    let sql = format!(
-        "SELECT {DECISION_COLUMNS} FROM decisions d
-         WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN}
-         ORDER BY d.seq"
-    );
-    collect(conn, &sql, params![business], decision_json)
-}
-
-/// `decisions {list:'recent'}`: the business's last `limit` closed decisions
-/// of every route, newest close first, each the decision row `trail` gives
-/// plus `closed`, its closing `decision_events` row.
-pub(crate) fn recent_closed(
-    conn: &Connection,
-    business: &str,
-    limit: i64,
-) -> Result<Vec<Value>, Code> {
-    let sql = format!(
-        "SELECT {DECISION_COLUMNS} FROM decisions d JOIN decision_events e
-           ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
-         WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
-    );
-    let mut rows = collect(conn, &sql, params![business, limit], decision_json)?;
-    for row in &mut rows {
-        let id = row["id"].as_str().unwrap_or_default().to_string();
-        row["closed"] = crate::store::decisions::closing_event(conn, &id)?;
-    }
-    Ok(rows)
-}
-
 // --- inbox ----------------------------------------------------------------
 
 /// `inbox`: for human, reader and tester sessions the human's inbox (open
@@ -182,21 +76,17 @@ fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     };
     let store = &core.store;
     let conn = store.conn();
-    let decisions = open_decisions(conn, b, address)?;
+    let decisions = reads::open_decisions(conn, b, address)?;
     let cap = usize::try_from(INBOX_MESSAGES).unwrap_or(100);
     let mut messages = Vec::new();
     // Received and unread, from the writer's unread index (costs the unread set).
-    let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
-    let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
     for e in store
         .unread
         .of_role(b, address)
         .filter(|e| e.run == run)
         .take(cap)
     {
-        let mut m = stmt
-            .query_row([&e.message], message_json)
-            .map_err(sql_err)?;
+        let mut m = reads::message_by_id(conn, &e.message)?;
         m["delivered_at"] = json!(e.at);
         messages.push(m);
     }
@@ -219,27 +109,7 @@ fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let full = !matches!(caller, Caller::Role { .. });
     let mut out = Vec::new();
     for role in biz.roles.keys() {
-        let row = conn
-            .prepare_cached(
-                "SELECT seq, role, run, op, decision, by, at FROM role_claims
-                 WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![b, role], |r| {
-                    Ok(json!({
-                        "seq": r.get::<_, i64>(0)?,
-                        "business": b,
-                        "role": r.get::<_, String>(1)?,
-                        "run": r.get::<_, String>(2)?,
-                        "op": r.get::<_, String>(3)?,
-                        "decision": r.get::<_, Option<String>>(4)?,
-                        "by": r.get::<_, Option<String>>(5)?,
-                        "at": r.get::<_, String>(6)?,
-                    }))
-                })
-                .optional()
-            })
-            .map_err(sql_err)?;
+        let row = reads::latest_claim(conn, b, role)?;
         let Some(mut row) = row else { continue };
         if row["op"] != json!("claim") {
             continue;
@@ -281,25 +151,7 @@ fn agent_state(
     } else {
         Value::Null
     };
-    let input_needed = collect(
-        conn,
-        &format!(
-            "SELECT d.id, d.question, d.class, d.blocking, d.task_ref, d.at FROM decisions d
-             WHERE d.business = ?1 AND d.routed_to = 'human' AND d.raised_by_role = ?2 AND {OPEN}
-             ORDER BY d.class = 'gated' DESC, d.seq"
-        ),
-        params![b, role],
-        |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "question": r.get::<_, String>(1)?,
-                "class": r.get::<_, String>(2)?,
-                "blocking": r.get::<_, i64>(3)? == 1,
-                "task_ref": r.get::<_, Option<String>>(4)?,
-                "at": r.get::<_, String>(5)?,
-            }))
-        },
-    )?;
+    let input_needed = reads::input_needed(conn, b, role)?;
     let state = if !working.is_null() {
         "working"
     } else if !input_needed.is_empty() {
@@ -315,22 +167,6 @@ fn agent_state(
 }
 
 // --- trail ----------------------------------------------------------------
-
-fn event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "record": "event",
-        "seq": r.get::<_, i64>(0)?,
-        "id": r.get::<_, String>(1)?,
-        "kind": r.get::<_, String>(2)?,
-        "role": r.get::<_, Option<String>>(3)?,
-        "run": r.get::<_, Option<String>>(4)?,
-        "subject": r.get::<_, Option<String>>(5)?,
-        "body": json_col(r.get(6)?),
-        "at": r.get::<_, String>(7)?,
-    }))
-}
-
-const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
 
 /// Collects trail records, each once, and sorts them into broker write order.
 #[derive(Default)]
@@ -387,159 +223,9 @@ impl Verb for Trail {
 
 fn trail(core: &mut Core, caller: &Caller, subject: String) -> Result<Value, Code> {
     let b = caller.business();
-    let conn = core.store.conn();
     let mut t = TrailRecords::default();
-
-    // Events about the subject, the subject event itself, a run's session events.
-    for sql in [
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE subject = ?2 AND business = ?1",
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE id = ?2 AND business = ?1",
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
-    ] {
-        t.extend(collect(conn, sql, params![b, subject], event_json)?);
-    }
-
-    // Claim evidence of a run, and claims citing a decision.
-    let claim = |r: &rusqlite::Row<'_>| {
-        Ok(json!({
-            "record": "claim",
-            "seq": r.get::<_, i64>(0)?,
-            "role": r.get::<_, String>(1)?,
-            "run": r.get::<_, String>(2)?,
-            "op": r.get::<_, String>(3)?,
-            "decision": r.get::<_, Option<String>>(4)?,
-            "by": r.get::<_, Option<String>>(5)?,
-            "at": r.get::<_, String>(6)?,
-        }))
-    };
-    t.extend(collect(
-        conn,
-        "SELECT seq, role, run, op, decision, by, at FROM role_claims
-         WHERE run = ?2 AND business = ?1",
-        params![b, subject],
-        claim,
-    )?);
-
-    // Task snapshots, and decisions held on the task.
-    t.extend(collect(
-        conn,
-        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
-         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq",
-        params![b, subject],
-        |r| {
-            Ok(json!({
-                "record": "task",
-                "seq": r.get::<_, i64>(0)?,
-                "task_ref": r.get::<_, String>(1)?,
-                "read_at": r.get::<_, String>(2)?,
-                "tombstone": r.get::<_, i64>(3)? == 1,
-                "fields": json_col(r.get(4)?),
-                "at": r.get::<_, String>(5)?,
-            }))
-        },
-    )?);
-    let by_task = format!(
-        "SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.task_ref = ?2 AND d.business = ?1"
-    );
-    t.extend(collect(conn, &by_task, params![b, subject], decision_json)?);
-
-    // A decision: its row, its events, the human inputs they cite, claims and
-    // messages citing it.
-    let by_id =
-        format!("SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.id = ?2 AND d.business = ?1");
-    let decision = collect(conn, &by_id, params![b, subject], decision_json)?;
-    if !decision.is_empty() {
-        t.extend(decision);
-        let events = format!(
-            "SELECT {} FROM decision_events WHERE decision = ?1 ORDER BY seq",
-            DECISION_EVENT_COLUMNS
-        );
-        t.extend(collect(conn, &events, params![subject], |r| {
-            let mut v = decision_event_json(r)?;
-            v["record"] = json!("decision_event");
-            Ok(v)
-        })?);
-        t.extend(collect(
-            conn,
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND id IN
-                 (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL)"
-            ),
-            params![b, subject],
-            event_json,
-        )?);
-        t.extend(collect(
-            conn,
-            "SELECT seq, role, run, op, decision, by, at FROM role_claims
-             WHERE decision = ?2 AND business = ?1",
-            params![b, subject],
-            claim,
-        )?);
-        let citing = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1"
-        );
-        t.extend(tag(
-            collect(conn, &citing, params![b, subject], message_json)?,
-            "message",
-        ));
-    }
-
-    // A message: its row, the request behind it, the send's authorization,
-    // its delivery and its read receipt.
-    let by_id =
-        format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?2 AND m.business = ?1");
-    if let Some(m) = collect(conn, &by_id, params![b, subject], message_json)?
-        .into_iter()
-        .next()
-    {
-        if let Some(req) = m["request"].as_str() {
-            t.extend(collect(
-                conn,
-                &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1"),
-                params![b, req],
-                event_json,
-            )?);
-        }
-        t.extend(collect(
-            conn,
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE business = ?1 AND run = ?2 AND kind = 'action.allowed' AND subject = ?3
-                   AND json_extract(body, '$.message') = ?4"
-            ),
-            params![
-                b,
-                m["from_run"].as_str().unwrap_or_default(),
-                m["to_role"].as_str().unwrap_or_default(),
-                subject
-            ],
-            event_json,
-        )?);
-        for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
-            t.extend(collect(
-                conn,
-                &format!("SELECT seq, message, run, at FROM {table} WHERE message = ?1"),
-                params![subject],
-                |r| {
-                    Ok(json!({"record": record, "seq": r.get::<_, i64>(0)?,
-                        "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
-                        "at": r.get::<_, String>(3)?}))
-                },
-            )?);
-        }
-        t.extend(tag(vec![m], "message"));
-    }
+    t.extend(reads::trail_records(core.store.conn(), b, &subject)?);
     Ok(t.finish())
-}
-
-fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
-    for v in &mut vs {
-        v["record"] = json!(record);
-    }
-    vs
 }
 
 // --- replies and messages -------------------------------------------------
@@ -568,15 +254,8 @@ fn replies(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> 
     if msgs::message_facts(conn, b, &id)?.is_none() {
         return Err(Code::MessageNotFound);
     }
-    let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
-         ORDER BY m.seq LIMIT ?3"
-    );
     // Each row is the message row `trail` gives for the reply's id.
-    Ok(Value::Array(tag(
-        collect(conn, &sql, params![id, b, REPLIES], message_json)?,
-        "message",
-    )))
+    Ok(Value::Array(reads::replies(conn, b, &id, REPLIES)?))
 }
 
 /// `messages {limit?, after?}`: the human's feed, newest first.
@@ -616,16 +295,7 @@ fn messages(core: &mut Core, caller: &Caller, args: Messages) -> Result<Value, C
             _ => return Err(Code::MessageNotFound),
         },
     };
-    let sql = format!(
-        "SELECT {MESSAGE_COLUMNS}, EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
-         FROM messages m WHERE m.business = ?1 AND m.to_role = 'human' AND m.seq < ?2
-         ORDER BY m.seq DESC LIMIT ?3"
-    );
-    let mut page = collect(conn, &sql, params![b, before, limit + 1], |r| {
-        let mut m = message_json(r)?;
-        m["read"] = json!(r.get::<_, bool>(12)?);
-        Ok(m)
-    })?;
+    let mut page = reads::human_feed(conn, b, before, limit + 1)?;
     let more = page.len() > usize::try_from(limit).unwrap_or(0);
     page.truncate(usize::try_from(limit).unwrap_or(0));
     let next = if more {
@@ -633,14 +303,7 @@ fn messages(core: &mut Core, caller: &Caller, args: Messages) -> Result<Value, C
     } else {
         Value::Null
     };
-    let (total, read): (i64, i64) = conn
-        .prepare_cached(
-            "SELECT count(*), count(r.message) FROM messages m
-             LEFT JOIN read_receipts r ON r.message = m.id
-             WHERE m.business = ?1 AND m.to_role = 'human'",
-        )
-        .and_then(|mut s| s.query_row(params![b], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(sql_err)?;
+    let (total, read) = reads::human_counts(conn, b)?;
     Ok(json!({"messages": page, "total": total, "unread": total - read, "next": next}))
 }
 
@@ -661,18 +324,7 @@ fn state(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let conn = core.store.conn();
     let mut latest: Option<(i64, String, String, String)> = None;
     for kind in ["launch.revoked", "launch.restored"] {
-        let row = conn
-            .prepare_cached(
-                "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2
-                 ORDER BY seq DESC LIMIT 1",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![b, kind], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .optional()
-            })
-            .map_err(sql_err)?;
+        let row = reads::latest_event_of_kind(conn, b, kind)?;
         if let Some(r) = row {
             if latest.as_ref().is_none_or(|l| r.0 > l.0) {
                 latest = Some(r);
@@ -686,7 +338,7 @@ fn state(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         }),
         None => json!({"state": "allowed", "at": null, "event": null}),
     };
-    let tasks = current_tasks(conn, b)?;
+    let tasks = reads::current_tasks(conn, b)?;
     let open: Vec<&TaskRow> = tasks
         .iter()
         .filter(|t| !t.tombstone && t.fields.get("done") != Some(&Value::Bool(true)))
@@ -704,44 +356,6 @@ fn state(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
 
 // --- tasks ----------------------------------------------------------------
 
-struct TaskRow {
-    seq: i64,
-    task_ref: String,
-    read_at: String,
-    tombstone: bool,
-    fields: Map<String, Value>,
-    at: String,
-}
-
-/// One snapshot row selected as `seq, task_ref, read_at, tombstone, fields, at`.
-fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
-    let fields: Option<String> = r.get(4)?;
-    Ok(TaskRow {
-        seq: r.get(0)?,
-        task_ref: r.get(1)?,
-        read_at: r.get(2)?,
-        tombstone: r.get::<_, i64>(3)? == 1,
-        fields: fields
-            .and_then(|f| serde_json::from_str(&f).ok())
-            .unwrap_or_default(),
-        at: r.get(5)?,
-    })
-}
-
-/// The `task_current` projection of a business, in `task_ref` text order.
-fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT s.seq, s.task_ref, s.read_at, s.tombstone, s.fields, s.at
-             FROM (SELECT max(seq) AS mx FROM task_snapshots WHERE business = ?1 GROUP BY task_ref) c
-             JOIN task_snapshots s ON s.seq = c.mx
-             ORDER BY s.task_ref",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt.query_map(params![b], task_row).map_err(sql_err)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
-}
-
 /// The Vikunja task id of a task ref: the part after the last `/`.
 fn vikunja_id(task_ref: &str) -> Option<&str> {
     task_ref.rsplit_once('/').map(|(_, id)| id)
@@ -749,23 +363,8 @@ fn vikunja_id(task_ref: &str) -> Option<&str> {
 
 /// Requirement of the first `task.created` per Vikunja task id.
 fn requirements_by_task(conn: &Connection, b: &str) -> Result<BTreeMap<String, Value>, Code> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT subject, json_extract(body, '$.requirement') FROM events
-             WHERE business = ?1 AND kind = 'task.created' ORDER BY seq",
-        )
-        .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![b], |r| {
-            Ok((
-                r.get::<_, Option<String>>(0)?,
-                r.get::<_, Option<String>>(1)?,
-            ))
-        })
-        .map_err(sql_err)?;
     let mut out = BTreeMap::new();
-    for row in rows {
-        let (subject, req) = row.map_err(sql_err)?;
+    for (subject, req) in reads::task_created_requirements(conn, b)? {
         if let (Some(id), Some(req)) = (subject.as_deref().and_then(vikunja_id), req) {
             out.entry(id.to_string()).or_insert(json!(req));
         }
@@ -895,21 +494,14 @@ impl Verb for Tasks {
         match self {
             Tasks::All => {
                 let reqs = requirements_by_task(conn, b)?;
-                let rows = current_tasks(conn, b)?;
+                let rows = reads::current_tasks(conn, b)?;
                 Ok(Value::Array(
                     rows.iter().map(|t| full_row(b, &reqs, t)).collect(),
                 ))
             }
             Tasks::One(task_ref) => {
                 let reqs = requirements_by_task(conn, b)?;
-                let row = conn
-                    .prepare_cached(
-                        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
-                         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
-                    )
-                    .and_then(|mut s| s.query_row(params![b, task_ref], task_row).optional())
-                    .map_err(sql_err)?
-                    .ok_or(Code::TaskNotFound)?;
+                let row = reads::latest_task(conn, b, &task_ref)?.ok_or(Code::TaskNotFound)?;
                 Ok(full_row(b, &reqs, &row))
             }
             Tasks::Page(filter) => task_page(conn, biz, filter),
@@ -935,7 +527,7 @@ fn task_page(conn: &Connection, biz: &Business, filter: TaskFilter) -> Result<Va
         }
     }
     let reqs = requirements_by_task(conn, b)?;
-    let rows = current_tasks(conn, b)?;
+    let rows = reads::current_tasks(conn, b)?;
     let mut matches = Vec::new();
     for t in rows.iter().filter(|t| !t.tombstone) {
         let assignees = assignee_roles(biz, t);

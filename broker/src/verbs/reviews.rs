@@ -11,7 +11,6 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
 use crate::ids::is_task_ref;
-use crate::store::decisions as auth;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
 use crate::store::reviews;
@@ -94,7 +93,7 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
     }
     let b = biz.id.as_str();
     core.store.write(|t| {
-        auth::authorize_in_tx(
+        crate::authorize::authorize_in_tx(
             t,
             biz,
             role,
@@ -214,7 +213,7 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
         .ok_or(Code::UnknownBusiness)?;
     let b = biz.id.as_str();
     core.store.write(|t| {
-        auth::authorize_in_tx(
+        crate::authorize::authorize_in_tx(
             t,
             biz,
             role,

@@ -159,7 +159,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         if d.target_holder.as_deref() != Some(current.as_str()) {
             return Err(Code::DecisionMismatch);
         }
-        let out = dstore::authorize_in_tx(
+        let out = crate::authorize::authorize_in_tx(
             t,
             business,
             role,

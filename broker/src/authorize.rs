@@ -1,0 +1,146 @@
+//! The one authority-and-consumption helper, on the writer side: it runs in
+//! the caller's transaction over the rows the store returns (the holder,
+//! the launch toggles, the cited decision) and the pure rules of
+//! `policy::authority`, and writes through the store's writers. The store
+//! itself decides nothing.
+//!
+//! `authorize`, `authorizeLaunch`, `role.revoke`, the review verbs and the
+//! git socket's push checks use [`authorize_in_tx`]; cross-role
+//! `message.send` uses [`consume_in_tx`] (it writes its own
+//! `action.allowed`, naming the message).
+
+use crate::config::Business;
+use crate::error::Code;
+use crate::policy::actions;
+use crate::policy::authority::{self, Ask, DecisionFacts};
+use crate::policy::routing::{self, Class};
+use crate::store::decisions::{insert_decision_event, launch_latest, load, DecisionRow};
+use crate::store::evidence::{self, Actor, Written};
+use crate::store::Tx;
+use serde_json::json;
+
+/// The recorded facts of a decision row the authority check matches against.
+pub fn facts(d: &DecisionRow) -> Result<DecisionFacts<'_>, Code> {
+    Ok(DecisionFacts {
+        raised_by_role: &d.raised_by_role,
+        action: &d.action,
+        target: d.target.as_deref(),
+        class: Class::parse(&d.class).ok_or(Code::StorageUnavailable)?,
+        approval_choice: &d.approval_choice,
+        resolved_choice: match d.closed_kind.as_deref() {
+            Some("resolved") => d.choice.as_deref(),
+            _ => None,
+        },
+        withdrawn: d.closed_kind.as_deref() == Some("withdrawn"),
+        consumed: d.consumed,
+    })
+}
+
+/// What an authorization allowed.
+#[derive(Debug, Clone)]
+pub struct AuthOutcome {
+    /// The action's class for the caller under current policy.
+    pub class: Class,
+    /// The decision it consumed, when one backed it.
+    pub decision: Option<String>,
+    /// The `action.allowed` event.
+    pub event: Written,
+}
+
+/// The one authority-and-consumption helper. Inside the caller's
+/// transaction `t`:
+///
+/// 1. `run` must hold `role` (`not-holder`); the action must be in the
+///    vocabulary (`unknown-action`); `role.launch` refuses while the
+///    business's launches are revoked (`launch-revoked`).
+/// 2. Without `decision`: only a within-role action passes (`decision-required`).
+/// 3. With `decision`: it must exist in the business (`decision-not-found`)
+///    and pass [`authority::check_with_decision`] (`decision-mismatch`,
+///    `decision-not-approved`, `decision-consumed`); then a `consumed` row is
+///    written (the unique index backs single use across every path and
+///    restarts).
+///
+/// Returns the action's class. It writes no `action.allowed`: callers that
+/// write their own (message.send, whose body names the message) use this;
+/// everyone else uses [`authorize_in_tx`], which adds the event. The caller
+/// writes its effect in the same `t`; any `Err` rolls the consumption back
+/// with it, leaving the approval unspent.
+pub fn consume_in_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(run) {
+        return Err(Code::NotHolder);
+    }
+    if !actions::known(action) {
+        return Err(Code::UnknownAction);
+    }
+    if action == "role.launch" {
+        let latest = launch_latest(&t.tx, &business.id)?;
+        if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
+            return Err(Code::LaunchRevoked);
+        }
+    }
+    let class = routing::classify(business, role, action);
+    let ask = Ask {
+        role,
+        action,
+        target,
+        class,
+    };
+    match decision {
+        None => authority::check_without_decision(&ask)?,
+        Some(id) => {
+            let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
+            authority::check_with_decision(&facts(&d)?, &ask)?;
+            // Checked unused above in this transaction; the unique
+            // 'consumed' index and its trigger back it up (a refusal there
+            // rolls everything back as storage-unavailable).
+            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
+        }
+    }
+    Ok(class)
+}
+
+/// [`consume_in_tx`] plus the `action.allowed` event `{action, class,
+/// target?, decision?}` with the target as subject, in the same transaction.
+/// This is what `authorize`, `authorizeLaunch` and `role.revoke` use.
+pub fn authorize_in_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<AuthOutcome, Code> {
+    let class = consume_in_tx(t, business, role, run, action, target, decision)?;
+    let mut body = json!({"action": action, "class": class.as_str()});
+    if let Some(tg) = target {
+        body["target"] = json!(tg);
+    }
+    if let Some(d) = decision {
+        body["decision"] = json!(d);
+    }
+    let event = evidence::insert_event(
+        t,
+        &business.id,
+        "action.allowed",
+        Actor {
+            role: Some(role),
+            run: Some(run),
+        },
+        target,
+        &body,
+    )?;
+    Ok(AuthOutcome {
+        class,
+        decision: decision.map(str::to_string),
+        event,
+    })
+}

@@ -1,0 +1,485 @@
+//! The reads' queries: every SELECT the read verbs make, each returning rows
+//! (as the JSON sessions see, or plain structs) for `verbs::reads` to
+//! compose. Nothing here writes or decides who may read.
+
+use super::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
+use super::map_sql_error;
+use super::messages::{message_json, MESSAGE_COLUMNS};
+use crate::error::Code;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+fn sql_err(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
+
+fn json_col(s: Option<String>) -> Value {
+    s.and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Value::Null)
+}
+
+pub(crate) fn collect(
+    conn: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
+) -> Result<Vec<Value>, Code> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let rows = stmt.query_map(p, f).map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
+// --- decisions as the inbox shows them ------------------------------------
+
+const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_run, d.action, \
+     d.target, d.class, d.routed_to, d.domain, d.question, d.options, d.recommendation, \
+     d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
+     d.target_holder, d.at";
+
+const OPEN: &str = "NOT EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id \
+     AND e.kind IN ('resolved', 'withdrawn'))";
+
+/// A `decisions` row as the inbox shows it: decoded options, `blocking` as a
+/// boolean and the authorization context S4 must display.
+fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    let action: String = r.get(4)?;
+    let target: Option<String> = r.get(5)?;
+    let approval: String = r.get(12)?;
+    Ok(json!({
+        "record": "decision",
+        "seq": r.get::<_, i64>(0)?,
+        "id": r.get::<_, String>(1)?,
+        "raised_by_role": r.get::<_, String>(2)?,
+        "raised_by_run": r.get::<_, String>(3)?,
+        "action": action,
+        "target": target,
+        "class": r.get::<_, String>(6)?,
+        "routed_to": r.get::<_, String>(7)?,
+        "domain": r.get::<_, Option<String>>(8)?,
+        "question": r.get::<_, String>(9)?,
+        "options": json_col(r.get(10)?),
+        "recommendation": r.get::<_, String>(11)?,
+        "approvalChoice": approval,
+        "blocking": r.get::<_, i64>(13)? == 1,
+        "project": r.get::<_, Option<String>>(14)?,
+        "task_ref": r.get::<_, Option<String>>(15)?,
+        "requirement_ref": r.get::<_, Option<String>>(16)?,
+        "supersedes": r.get::<_, Option<String>>(17)?,
+        "target_holder": r.get::<_, Option<String>>(18)?,
+        "at": r.get::<_, String>(19)?,
+        "authorization": {"action": action, "target": target, "approvalChoice": approval},
+    }))
+}
+
+/// Open decisions routed to `route`, gated first and then oldest.
+pub fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d
+         WHERE d.business = ?1 AND d.routed_to = ?2 AND {OPEN}
+         ORDER BY d.class = 'gated' DESC, d.seq"
+    );
+    collect(conn, &sql, params![business, route], decision_json)
+}
+
+/// `decisions {list:'roles'}`: the business's open decisions routed to a
+/// role (never the human), oldest first. Each row is the decision row
+/// `trail` and `inbox` give for its id.
+pub fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d
+         WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN}
+         ORDER BY d.seq"
+    );
+    collect(conn, &sql, params![business], decision_json)
+}
+
+/// `decisions {list:'recent'}`: the business's last `limit` closed decisions
+/// of every route, newest close first, each the decision row `trail` gives
+/// plus `closed`, its closing `decision_events` row.
+pub fn recent_closed(conn: &Connection, business: &str, limit: i64) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d JOIN decision_events e
+           ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
+         WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
+    );
+    let mut rows = collect(conn, &sql, params![business, limit], decision_json)?;
+    for row in &mut rows {
+        let id = row["id"].as_str().unwrap_or_default().to_string();
+        row["closed"] = crate::store::decisions::closing_event(conn, &id)?;
+    }
+    Ok(rows)
+}
+
+/// One message row by id (any business: the caller found the id in its own
+/// business's unread index).
+pub fn message_by_id(conn: &Connection, id: &str) -> Result<Value, Code> {
+    let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
+    let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
+    stmt.query_row([id], message_json).map_err(sql_err)
+}
+
+/// A role's latest `role_claims` row, if it ever had one.
+pub fn latest_claim(conn: &Connection, b: &str, role: &str) -> Result<Option<Value>, Code> {
+    conn.prepare_cached(
+        "SELECT seq, role, run, op, decision, by, at FROM role_claims
+         WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![b, role], |r| {
+            Ok(json!({
+                "seq": r.get::<_, i64>(0)?,
+                "business": b,
+                "role": r.get::<_, String>(1)?,
+                "run": r.get::<_, String>(2)?,
+                "op": r.get::<_, String>(3)?,
+                "decision": r.get::<_, Option<String>>(4)?,
+                "by": r.get::<_, Option<String>>(5)?,
+                "at": r.get::<_, String>(6)?,
+            }))
+        })
+        .optional()
+    })
+    .map_err(sql_err)
+}
+
+/// The open decisions `role` raised that wait on the human, gated first.
+pub fn input_needed(conn: &Connection, b: &str, role: &str) -> Result<Vec<Value>, Code> {
+    collect(
+        conn,
+        &format!(
+            "SELECT d.id, d.question, d.class, d.blocking, d.task_ref, d.at FROM decisions d
+             WHERE d.business = ?1 AND d.routed_to = 'human' AND d.raised_by_role = ?2 AND {OPEN}
+             ORDER BY d.class = 'gated' DESC, d.seq"
+        ),
+        params![b, role],
+        |r| {
+            Ok(json!({
+                "id": r.get::<_, String>(0)?,
+                "question": r.get::<_, String>(1)?,
+                "class": r.get::<_, String>(2)?,
+                "blocking": r.get::<_, i64>(3)? == 1,
+                "task_ref": r.get::<_, Option<String>>(4)?,
+                "at": r.get::<_, String>(5)?,
+            }))
+        },
+    )
+}
+
+// --- trail ----------------------------------------------------------------
+
+fn event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "record": "event",
+        "seq": r.get::<_, i64>(0)?,
+        "id": r.get::<_, String>(1)?,
+        "kind": r.get::<_, String>(2)?,
+        "role": r.get::<_, Option<String>>(3)?,
+        "run": r.get::<_, Option<String>>(4)?,
+        "subject": r.get::<_, Option<String>>(5)?,
+        "body": json_col(r.get(6)?),
+        "at": r.get::<_, String>(7)?,
+    }))
+}
+
+const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
+
+fn claim_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "record": "claim",
+        "seq": r.get::<_, i64>(0)?,
+        "role": r.get::<_, String>(1)?,
+        "run": r.get::<_, String>(2)?,
+        "op": r.get::<_, String>(3)?,
+        "decision": r.get::<_, Option<String>>(4)?,
+        "by": r.get::<_, Option<String>>(5)?,
+        "at": r.get::<_, String>(6)?,
+    }))
+}
+
+/// Sets `record` on every row.
+pub fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
+    for v in &mut vs {
+        v["record"] = json!(record);
+    }
+    vs
+}
+
+/// Every record of business `b` linked to `subject` (a task ref, decision
+/// id, message id or run id), in query order and possibly more than once;
+/// `verbs::reads` keeps each once and sorts them into write order.
+pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Value>, Code> {
+    let mut t = Vec::new();
+
+    // Events about the subject, the subject event itself, a run's session events.
+    for sql in [
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE subject = ?2 AND business = ?1",
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE id = ?2 AND business = ?1",
+        "SELECT seq, id, kind, role, run, subject, body, at FROM events
+         WHERE business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
+    ] {
+        t.extend(collect(conn, sql, params![b, subject], event_json)?);
+    }
+
+    // Claim evidence of a run, and claims citing a decision.
+    t.extend(collect(
+        conn,
+        "SELECT seq, role, run, op, decision, by, at FROM role_claims
+         WHERE run = ?2 AND business = ?1",
+        params![b, subject],
+        claim_json,
+    )?);
+    // Task snapshots, and decisions held on the task.
+    t.extend(collect(
+        conn,
+        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
+         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq",
+        params![b, subject],
+        |r| {
+            Ok(json!({
+                "record": "task",
+                "seq": r.get::<_, i64>(0)?,
+                "task_ref": r.get::<_, String>(1)?,
+                "read_at": r.get::<_, String>(2)?,
+                "tombstone": r.get::<_, i64>(3)? == 1,
+                "fields": json_col(r.get(4)?),
+                "at": r.get::<_, String>(5)?,
+            }))
+        },
+    )?);
+    let by_task = format!(
+        "SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.task_ref = ?2 AND d.business = ?1"
+    );
+    t.extend(collect(conn, &by_task, params![b, subject], decision_json)?);
+
+    // A decision: its row, its events, the human inputs they cite, claims and
+    // messages citing it.
+    let by_id =
+        format!("SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.id = ?2 AND d.business = ?1");
+    let decision = collect(conn, &by_id, params![b, subject], decision_json)?;
+    if !decision.is_empty() {
+        t.extend(decision);
+        let events = format!(
+            "SELECT {} FROM decision_events WHERE decision = ?1 ORDER BY seq",
+            DECISION_EVENT_COLUMNS
+        );
+        t.extend(collect(conn, &events, params![subject], |r| {
+            let mut v = decision_event_json(r)?;
+            v["record"] = json!("decision_event");
+            Ok(v)
+        })?);
+        t.extend(collect(
+            conn,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND id IN
+                 (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL)"
+            ),
+            params![b, subject],
+            event_json,
+        )?);
+        t.extend(collect(
+            conn,
+            "SELECT seq, role, run, op, decision, by, at FROM role_claims
+             WHERE decision = ?2 AND business = ?1",
+            params![b, subject],
+            claim_json,
+        )?);
+        let citing = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1"
+        );
+        t.extend(tag(
+            collect(conn, &citing, params![b, subject], message_json)?,
+            "message",
+        ));
+    }
+
+    // A message: its row, the request behind it, the send's authorization,
+    // its delivery and its read receipt.
+    let by_id =
+        format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?2 AND m.business = ?1");
+    if let Some(m) = collect(conn, &by_id, params![b, subject], message_json)?
+        .into_iter()
+        .next()
+    {
+        if let Some(req) = m["request"].as_str() {
+            t.extend(collect(
+                conn,
+                &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1"),
+                params![b, req],
+                event_json,
+            )?);
+        }
+        t.extend(collect(
+            conn,
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events
+                 WHERE business = ?1 AND run = ?2 AND kind = 'action.allowed' AND subject = ?3
+                   AND json_extract(body, '$.message') = ?4"
+            ),
+            params![
+                b,
+                m["from_run"].as_str().unwrap_or_default(),
+                m["to_role"].as_str().unwrap_or_default(),
+                subject
+            ],
+            event_json,
+        )?);
+        for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
+            t.extend(collect(
+                conn,
+                &format!("SELECT seq, message, run, at FROM {table} WHERE message = ?1"),
+                params![subject],
+                |r| {
+                    Ok(json!({"record": record, "seq": r.get::<_, i64>(0)?,
+                        "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
+                        "at": r.get::<_, String>(3)?}))
+                },
+            )?);
+        }
+        t.extend(tag(vec![m], "message"));
+    }
+    Ok(t)
+}
+
+// --- replies, messages, state, tasks ---------------------------------------
+
+/// Up to `limit` replies to message `id` of business `b`, oldest first.
+pub fn replies(conn: &Connection, b: &str, id: &str, limit: i64) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
+         ORDER BY m.seq LIMIT ?3"
+    );
+    Ok(tag(
+        collect(conn, &sql, params![id, b, limit], message_json)?,
+        "message",
+    ))
+}
+
+/// Up to `limit` messages to the human older than `before` (a seq), newest
+/// first, each with `read`.
+pub fn human_feed(conn: &Connection, b: &str, before: i64, limit: i64) -> Result<Vec<Value>, Code> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS}, EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
+         FROM messages m WHERE m.business = ?1 AND m.to_role = 'human' AND m.seq < ?2
+         ORDER BY m.seq DESC LIMIT ?3"
+    );
+    collect(conn, &sql, params![b, before, limit], |r| {
+        let mut m = message_json(r)?;
+        m["read"] = json!(r.get::<_, bool>(12)?);
+        Ok(m)
+    })
+}
+
+/// How many messages the human has, and how many of them were read.
+pub fn human_counts(conn: &Connection, b: &str) -> Result<(i64, i64), Code> {
+    conn.prepare_cached(
+        "SELECT count(*), count(r.message) FROM messages m
+         LEFT JOIN read_receipts r ON r.message = m.id
+         WHERE m.business = ?1 AND m.to_role = 'human'",
+    )
+    .and_then(|mut s| s.query_row(params![b], |r| Ok((r.get(0)?, r.get(1)?))))
+    .map_err(sql_err)
+}
+
+/// The latest event of `kind` in business `b`: `(seq, id, kind, at)`.
+pub fn latest_event_of_kind(
+    conn: &Connection,
+    b: &str,
+    kind: &str,
+) -> Result<Option<(i64, String, String, String)>, Code> {
+    conn.prepare_cached(
+        "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2
+         ORDER BY seq DESC LIMIT 1",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![b, kind], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()
+    })
+    .map_err(sql_err)
+}
+
+/// One `task_snapshots` row, its fields decoded.
+pub struct TaskRow {
+    pub seq: i64,
+    pub task_ref: String,
+    pub read_at: String,
+    pub tombstone: bool,
+    pub fields: Map<String, Value>,
+    pub at: String,
+}
+
+/// One snapshot row selected as `seq, task_ref, read_at, tombstone, fields, at`.
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+    let fields: Option<String> = r.get(4)?;
+    Ok(TaskRow {
+        seq: r.get(0)?,
+        task_ref: r.get(1)?,
+        read_at: r.get(2)?,
+        tombstone: r.get::<_, i64>(3)? == 1,
+        fields: fields
+            .and_then(|f| serde_json::from_str(&f).ok())
+            .unwrap_or_default(),
+        at: r.get(5)?,
+    })
+}
+
+/// The `task_current` projection of a business, in `task_ref` text order.
+pub fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT s.seq, s.task_ref, s.read_at, s.tombstone, s.fields, s.at
+             FROM (SELECT max(seq) AS mx FROM task_snapshots WHERE business = ?1 GROUP BY task_ref) c
+             JOIN task_snapshots s ON s.seq = c.mx
+             ORDER BY s.task_ref",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt.query_map(params![b], task_row).map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
+/// A task's latest snapshot.
+pub fn latest_task(conn: &Connection, b: &str, task_ref: &str) -> Result<Option<TaskRow>, Code> {
+    conn.prepare_cached(
+        "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
+         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
+    )
+    .and_then(|mut s| s.query_row(params![b, task_ref], task_row).optional())
+    .map_err(sql_err)
+}
+
+/// `(subject, requirement)` of every `task.created` event, oldest first.
+pub fn task_created_requirements(
+    conn: &Connection,
+    b: &str,
+) -> Result<Vec<(Option<String>, Option<String>)>, Code> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT subject, json_extract(body, '$.requirement') FROM events
+             WHERE business = ?1 AND kind = 'task.created' ORDER BY seq",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![b], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+            ))
+        })
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
+/// True when `id` is a `human.input` event of business `b` (a
+/// `task.created`'s `request`).
+pub fn is_human_input(conn: &Connection, b: &str, id: &str) -> Result<bool, Code> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
+           AND kind = 'human.input')",
+        params![id, b],
+        |r| r.get(0),
+    )
+    .map_err(sql_err)
+}
