@@ -450,11 +450,11 @@ pub fn latest_task(conn: &Connection, b: &str, task_ref: &str) -> Result<Option<
     .map_err(sql_err)
 }
 
+/// A `task.created` event's `(subject, requirement)`.
+pub type TaskRequirement = (Option<String>, Option<String>);
+
 /// `(subject, requirement)` of every `task.created` event, oldest first.
-pub fn task_created_requirements(
-    conn: &Connection,
-    b: &str,
-) -> Result<Vec<(Option<String>, Option<String>)>, Code> {
+pub fn task_created_requirements(conn: &Connection, b: &str) -> Result<Vec<TaskRequirement>, Code> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT subject, json_extract(body, '$.requirement') FROM events
