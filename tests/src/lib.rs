@@ -154,6 +154,12 @@ impl Broker {
 
     /// Spawns with a raw first message and extra environment.
     pub fn spawn_with(root: &Path, first: Value, env: &[(&str, &str)]) -> (Broker, Value) {
+        Broker::spawn_line(root, &first.to_string(), env)
+    }
+
+    /// Spawns and sends `first` as the first line, byte for byte (so a test
+    /// can send JSON no `Value` can hold, such as a repeated key).
+    pub fn spawn_line(root: &Path, first: &str, env: &[(&str, &str)]) -> (Broker, Value) {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let fd = theirs.as_raw_fd();
         let stderr_path = root.with_extension("stderr");
@@ -186,7 +192,8 @@ impl Broker {
             stderr_path,
             boot: Value::Null,
         };
-        let reply = b.op(first);
+        b.host_raw(format!("{first}\n").as_bytes());
+        let reply = b.read_host();
         b.boot = reply.clone();
         (b, reply)
     }

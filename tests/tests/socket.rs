@@ -593,3 +593,85 @@ fn rust_client_and_views() {
         "outcome-unknown"
     );
 }
+
+/// Issue 25: a key given twice in one JSON object, at any depth, refuses
+/// `invalid-request` on the client socket and on the host channel, and
+/// changes nothing; the same requests without the repeat are served.
+#[test]
+fn duplicate_keys_refuse_on_the_socket_and_the_host_channel() {
+    let root = data_root();
+    let mut b = Broker::start(root.path());
+    let p1 = sleeper();
+    let p2 = sleeper();
+    let pm = b.bind("pm", "run-pm-1", p1.id());
+    let before = row_counts(root.path());
+
+    // The client socket: the envelope, args, a nested object in args, a
+    // shim proof; the escaped spelling of a key is the same key.
+    let lines = [
+        format!(r#"{{"cap":"{pm}","verb":"role.claim","verb":"role.claim"}}"#),
+        format!(r#"{{"cap":"{pm}","cap":"{pm}","verb":"role.claim"}}"#),
+        format!(r#"{{"cap":"{pm}","verb":"role.claim","id":1,"id":2}}"#),
+        format!(r#"{{"cap":"{pm}","verb":"role.claim","args":{{}},"args":{{}}}}"#),
+        format!(
+            r#"{{"cap":"{pm}","verb":"event.emit","args":{{"kind":"action.allowed","body":{{"action":"routine","target":"x","target":"y"}},"subject":"vikunja:1/2"}}}}"#
+        ),
+        format!(
+            r#"{{"cap":"{pm}","verb":"event.emit","args":{{"kind":"action.allowed","kind":"action.allowed","body":{{"action":"routine","target":"x"}},"subject":"vikunja:1/2"}}}}"#
+        ),
+        format!(r#"{{"cap":"{pm}","verb":"role.claim","\u0076erb":"role.claim"}}"#),
+        r#"{"human":{"pid":1,"startTime":1,"nonce":"aaaaaaaaaaaaaaaa","pid":2},"business":"acme","verb":"decision.list"}"#.to_string(),
+    ];
+    for line in &lines {
+        assert_eq!(
+            raw_request(&b.socket, format!("{line}\n").as_bytes()),
+            refusal("invalid-request"),
+            "{line}"
+        );
+    }
+    assert_eq!(row_counts(root.path()), before, "a refused request wrote");
+
+    // The host channel: an op, a nested record; the broker keeps serving.
+    let record = launch("cto", "run-cto-1", p2.id()).to_string();
+    let twice = record.replacen(
+        r#""run":"run-cto-1""#,
+        r#""run":"run-cto-1","run":"run-x""#,
+        1,
+    );
+    assert_ne!(twice, record, "the record names its run");
+    for line in [
+        r#"{"op":"close","op":"close"}"#.to_string(),
+        r#"{"op":"identity","cap":"x","cap":"y","id":3}"#.to_string(),
+        format!(r#"{{"op":"bindLaunch","record":{twice}}}"#),
+    ] {
+        b.host_raw(format!("{line}\n").as_bytes());
+        assert_eq!(b.read_host(), refusal("invalid-request"), "{line}");
+    }
+    assert_eq!(row_counts(root.path()), before, "a refused host op wrote");
+    assert_eq!(b.child.try_wait().ok().flatten(), None, "the broker exited");
+
+    // Without the repeats the same requests are served.
+    let r = b
+        .op(json!({"op": "bindLaunch", "record": serde_json::from_str::<Value>(&record).unwrap()}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let c = b.call(&pm, "role.claim", Value::Null);
+    assert_eq!(c["ok"], json!(true), "{c}");
+    b.close();
+}
+
+/// A boot line with a repeated key is refused `invalid-request` before
+/// anything is opened, and the broker exits 2.
+#[test]
+fn a_boot_with_a_duplicate_key_is_refused() {
+    let root = data_root();
+    let config = config(root.path()).to_string();
+    let line = format!(r#"{{"op":"boot","config":{config},"config":{config}}}"#);
+    let (mut b, reply) = Broker::spawn_line(root.path(), &line, &[]);
+    assert_eq!(reply, refusal("invalid-request"));
+    assert_eq!(
+        b.wait(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(2)
+    );
+    assert_eq!(b.stderr(), "{\"error\":\"invalid-request\"}\n");
+    assert!(!root.path().join("bus").join("bus.sock").exists());
+}

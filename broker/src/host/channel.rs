@@ -118,7 +118,8 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
             }
             Err(_) => return End::Lost,
         };
-        let (reply, after) = match serde_json::from_slice::<Value>(&line) {
+        // Duplicate keys at any depth refuse, as on the client socket.
+        let (reply, after) = match mosaic_proofd::json::from_slice(&line) {
             Err(_) => (refusal(Code::InvalidRequest, None), After::Continue),
             Ok(v) => match shared.lock() {
                 Ok(g) => match g.as_ref() {
@@ -142,7 +143,14 @@ fn boot(
     line: &[u8],
     verifier: VerifierFactory,
 ) -> Result<(Runtime, Option<i64>), (Code, Option<i64>)> {
-    let v: Value = serde_json::from_slice(line).map_err(|_| (Code::BootRequired, None))?;
+    let v: Value = match mosaic_proofd::json::from_slice(line) {
+        Ok(v) => v,
+        // Well-formed JSON that only the strict parse refuses repeats a key.
+        Err(_) if serde_json::from_slice::<Value>(line).is_ok() => {
+            return Err((Code::InvalidRequest, None))
+        }
+        Err(_) => return Err((Code::BootRequired, None)),
+    };
     let id = envelope::safe_id(&v);
     let Value::Object(mut m) = v else {
         return Err((Code::BootRequired, None));

@@ -109,7 +109,8 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx) {
 }
 
 async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<i32>) -> Answer {
-    let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
+    // Duplicate keys at any depth refuse: no request means two things.
+    let Ok(v) = mosaic_proofd::json::from_slice(bytes) else {
         return Answer::Reply(refusal(Code::InvalidRequest, None));
     };
     let id = envelope::safe_id(&v);

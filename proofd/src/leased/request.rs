@@ -2,10 +2,8 @@
 //! refuses leftovers; duplicate keys are refused at every nesting level.
 
 use super::code::Code;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::fmt;
 
 /// Largest integer accepted for generations and epochs (JSON safe integer).
 pub const MAX_INT: u64 = (1 << 53) - 1;
@@ -52,65 +50,6 @@ pub enum Request {
     ConsumeToken(Identity, String),
 }
 
-/// A JSON value whose objects never had duplicate keys.
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Strict;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Strict, E> {
-        Ok(Strict(Value::Bool(v)))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Strict, E> {
-        Ok(Strict(Value::String(v.to_owned())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Strict, E> {
-        Ok(Strict(Value::String(v)))
-    }
-    fn visit_unit<E>(self) -> Result<Strict, E> {
-        Ok(Strict(Value::Null))
-    }
-    fn visit_none<E>(self) -> Result<Strict, E> {
-        Ok(Strict(Value::Null))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-        let mut out = Vec::new();
-        while let Some(Strict(v)) = seq.next_element()? {
-            out.push(v);
-        }
-        Ok(Strict(Value::Array(out)))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(v) = map.next_value()?;
-            if out.insert(key, v).is_some() {
-                return Err(de::Error::custom("duplicate key"));
-            }
-        }
-        Ok(Strict(Value::Object(out)))
-    }
-}
-
 /// Parse one frame (without its newline).
 pub fn parse(bytes: &[u8]) -> Result<Request, Code> {
     let text = std::str::from_utf8(bytes).map_err(|_| Code::MalformedRequest)?;
@@ -119,7 +58,7 @@ pub fn parse(bytes: &[u8]) -> Result<Request, Code> {
         return Err(Code::MalformedRequest);
     }
     // Valid JSON that fails the strict pass can only have duplicate keys.
-    let Strict(value) = serde_json::from_str(text).map_err(|_| Code::DuplicateField)?;
+    let value = crate::json::from_slice(bytes).map_err(|_| Code::DuplicateField)?;
     let Value::Object(obj) = value else {
         return Err(Code::MalformedRequest);
     };
