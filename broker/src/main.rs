@@ -131,6 +131,9 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
 fn main() -> ExitCode {
     // Before any thread exists: capabilities and no_new_privs are per thread.
     let hardening = mosaic_bus::hardening::apply();
+    // Connection caps are sized from the soft descriptor limit: take all
+    // the hard limit allows (docs/operations.md, "Connection limits").
+    mosaic_proofd::limits::raise_nofile();
     // SAFETY: umask has no preconditions; every file we create is private.
     unsafe { libc::umask(0o077) };
     let Args {

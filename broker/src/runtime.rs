@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// A running broker.
 pub struct Runtime {
@@ -131,8 +131,12 @@ fn start_locked(
         writer: writer.clone(),
         proof: gate,
         active: AtomicUsize::new(0),
-        permits: Semaphore::new(server::MAX_CONNECTIONS),
+        admission: Arc::new(server::admission::Admission::from_limit()),
     });
+    tracing::debug!(
+        cap = ctx.admission.cap(),
+        "client socket: idle connections past the cap are shed, oldest first"
+    );
     let (shutdown, rx) = watch::channel(false);
     let server = rt.spawn(server::serve(listener, ctx.clone(), rx));
     let reply = json!({

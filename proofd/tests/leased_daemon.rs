@@ -828,29 +828,223 @@ fn framing_fails_closed_and_daemon_keeps_serving() {
     serving(0);
 }
 
+/// Raises this test process's own soft descriptor limit to its hard one:
+/// a flood needs more than the usual 1,024. Fails (does not skip) when the
+/// hard limit can't hold two floods at once.
+fn own_nofile_for_floods() {
+    let after = mosaic_proofd::limits::raise_nofile();
+    assert!(
+        after >= 3000,
+        "the flood tests need RLIMIT_NOFILE >= 3000 (hard limit: {after})"
+    );
+}
+
+/// The `Max open files` soft and hard limits of `pid`.
+fn open_files_limit(pid: u32) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().into(), f.next().unwrap().into())
+}
+
+/// What a flood connection saw: its reply (empty when it saw none) and when
+/// the reply or EOF arrived, from its connect.
+struct Seen {
+    reply: String,
+    after: Option<Duration>,
+}
+
+/// 1,000 idle connections and 200 slow writers (a space every 100 ms, never
+/// a newline), held open while `during` runs; then each connection's reply
+/// and close time. Every connection is watched with `poll`, so its close is
+/// timed to about 10 ms.
+fn flood<T>(sock: &Path, during: impl FnOnce() -> T) -> (Vec<Seen>, T) {
+    use std::os::fd::AsRawFd;
+    let conns: Vec<(UnixStream, Instant)> = (0..1200)
+        .map(|_| (UnixStream::connect(sock).unwrap(), Instant::now()))
+        .collect();
+    let slow: Vec<UnixStream> = conns[1000..]
+        .iter()
+        .map(|(c, _)| c.try_clone().unwrap())
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for mut c in &slow {
+                    let _ = c.set_nonblocking(true);
+                    let _ = c.write(b" ");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let watcher = {
+        let fds: Vec<i32> = conns.iter().map(|(c, _)| c.as_raw_fd()).collect();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut closed: Vec<Option<Instant>> = vec![None; fds.len()];
+            while !stop.load(Ordering::SeqCst) || closed.iter().any(Option::is_none) {
+                let mut pfds: Vec<libc::pollfd> = fds
+                    .iter()
+                    .zip(&closed)
+                    .filter(|(_, c)| c.is_none())
+                    .map(|(fd, _)| libc::pollfd {
+                        fd: *fd,
+                        events: libc::POLLIN | libc::POLLRDHUP,
+                        revents: 0,
+                    })
+                    .collect();
+                if pfds.is_empty() || stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                // SAFETY: a valid array of pollfds on open descriptors.
+                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+                let now = Instant::now();
+                for p in pfds.iter().filter(|p| p.revents != 0) {
+                    let i = fds.iter().position(|fd| *fd == p.fd).unwrap();
+                    closed[i] = Some(now);
+                }
+            }
+            closed
+        })
+    };
+    let out = during();
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    let closed = watcher.join().unwrap();
+    let seen = conns
+        .into_iter()
+        .zip(closed)
+        .map(|((mut c, at), closed)| {
+            let _ = c.set_nonblocking(true);
+            let mut reply = Vec::new();
+            let _ = c.read_to_end(&mut reply);
+            Seen {
+                reply: String::from_utf8_lossy(&reply).into_owned(),
+                after: closed.map(|t| t.duration_since(at)),
+            }
+        })
+        .collect();
+    (seen, out)
+}
+
+/// A good client's requests for `span`, one every 50 ms: each answered, and
+/// within 2 s; returns the slowest.
+fn good_client_for(sock: &Path, span: Duration) -> Duration {
+    let end = Instant::now() + span;
+    let mut slowest = Duration::ZERO;
+    let mut n = 0;
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        let reply = req(sock, &auth("no-such-session", 0));
+        let took = t0.elapsed();
+        assert_eq!(code(&reply), "unknown-session", "request {n}");
+        assert!(took < Duration::from_secs(2), "request {n} took {took:?}");
+        slowest = slowest.max(took);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(n >= 10, "only {n} good requests");
+    slowest
+}
+
+/// Issue 17: with 1,000 idle connections and 200 slow writers open, a good
+/// client is answered within 2 s every time and never `busy` (the daemon
+/// raised its descriptor limit and has room), and every flood connection
+/// is closed at the one-second deadline with `deadline-exceeded`.
 #[test]
-fn connection_limit_refuses_with_busy() {
+fn a_flood_of_idle_and_slow_connections_never_starves_a_good_client() {
+    own_nofile_for_floods();
     let dir = TempDir::new();
     let d = Daemon::start(&dir);
-    // Let the start-up probe's (and this request's) handler threads finish
-    // so that exactly the 64 idle connections below are in flight.
-    ok(&req(&d.sock, &register(0)));
-    std::thread::sleep(Duration::from_millis(300));
-    let idle: Vec<UnixStream> = (0..64).map(|_| connect(&d.sock)).collect();
-    std::thread::sleep(Duration::from_millis(200));
-    let t0 = Instant::now();
-    let c = connect(&d.sock);
-    let got = code(&parse_reply(&read_reply(c)));
-    assert_eq!(got, "busy", "after {:?}", t0.elapsed());
-    assert!(
-        t0.elapsed() < Duration::from_millis(800),
-        "busy must not wait"
+    let pid = d.child.as_ref().unwrap().id();
+    let (soft, hard) = open_files_limit(pid);
+    assert_eq!(
+        soft, hard,
+        "the daemon raised its soft limit to the hard one"
     );
-    drop(idle);
-    // Dropped idle connections end at EOF; then the daemon serves again.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(code(&req(&d.sock, &register(0))), "already-registered");
-    ok(&req(&d.sock, &register(1)));
+    let (seen, slowest) = flood(&d.sock, || {
+        good_client_for(&d.sock, Duration::from_millis(2500))
+    });
+    eprintln!("slowest good request: {slowest:?}");
+    for (i, s) in seen.iter().enumerate() {
+        let after = s
+            .after
+            .unwrap_or_else(|| panic!("connection {i} never closed"));
+        assert!(
+            after >= Duration::from_millis(900) && after < Duration::from_millis(2000),
+            "connection {i} closed after {after:?}"
+        );
+        assert_eq!(
+            code(&parse_reply(&s.reply)),
+            "deadline-exceeded",
+            "connection {i}"
+        );
+    }
+    assert_eq!(d.stop().code(), Some(0));
+}
+
+/// With few descriptors (hard limit 256, so a cap of 64 connections), the
+/// same flood is shed oldest first: a shed connection is answered `busy`
+/// at once, and a good client still is answered within 2 s every time,
+/// never `busy`.
+#[test]
+fn past_the_cap_the_oldest_idle_connection_is_shed_not_the_good_client() {
+    own_nofile_for_floods();
+    let dir = TempDir::new();
+    let sock = dir.path("leased.sock");
+    let mut cmd = daemon_command(&sock, &dir.path("state.json"), &[]);
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: 256,
+                rlim_max: 256,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let d = Daemon {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < until, "daemon did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (seen, _) = flood(&sock, || {
+        good_client_for(&sock, Duration::from_millis(2500))
+    });
+    let busy = seen
+        .iter()
+        .filter(|s| s.reply.contains(r#""code":"busy""#))
+        .count();
+    let quick = seen
+        .iter()
+        .filter(|s| s.after.is_some_and(|a| a < Duration::from_millis(900)))
+        .count();
+    // At most the cap (64) can wait for their deadline; the rest were shed.
+    assert!(busy >= 1200 - 64 - 16, "only {busy} shed");
+    assert!(quick >= busy, "{quick} closed early, {busy} shed");
+    for (i, s) in seen.iter().enumerate() {
+        let c = code(&parse_reply(&s.reply));
+        assert!(
+            c == "busy" || c == "deadline-exceeded",
+            "connection {i}: {c}"
+        );
+    }
+    assert_eq!(d.stop().code(), Some(0));
 }
 
 #[test]

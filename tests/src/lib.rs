@@ -160,6 +160,17 @@ impl Broker {
     /// Spawns and sends `first` as the first line, byte for byte (so a test
     /// can send JSON no `Value` can hold, such as a repeated key).
     pub fn spawn_line(root: &Path, first: &str, env: &[(&str, &str)]) -> (Broker, Value) {
+        Broker::spawn_limited(root, first, env, None)
+    }
+
+    /// As [`Broker::spawn_line`], with `RLIMIT_NOFILE` (soft and hard) set
+    /// to `nofile` in the child when given.
+    pub fn spawn_limited(
+        root: &Path,
+        first: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> (Broker, Value) {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let fd = theirs.as_raw_fd();
         let stderr_path = root.with_extension("stderr");
@@ -172,11 +183,20 @@ impl Broker {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        // SAFETY: dup2 is async-signal-safe; it clears CLOEXEC on fd 3.
+        // SAFETY: dup2 and setrlimit are async-signal-safe; dup2 clears CLOEXEC on fd 3.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::dup2(fd, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(n) = nofile {
+                    let rl = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

@@ -4,6 +4,7 @@
 //! Layering: `frame` turns bytes into one line, `envelope` turns the line
 //! into an [`envelope::Envelope`], and only then does a verb see arguments.
 
+pub mod admission;
 pub mod envelope;
 pub mod frame;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// What every connection task shares.
 pub struct Ctx {
@@ -27,36 +28,42 @@ pub struct Ctx {
     pub proof: Arc<ProofGate>,
     /// Connections in flight (for an orderly close).
     pub active: AtomicUsize,
-    /// Bounds concurrent connections.
-    pub permits: Semaphore,
+    /// Bounds open connections by shedding the oldest idle one.
+    pub admission: Arc<admission::Admission>,
 }
-
-/// Most connections served at once; later ones wait in the accept queue.
-pub const MAX_CONNECTIONS: usize = 512;
 
 /// Most open connections at which a request offers the writer thread its
 /// own duplicate of the socket to answer on (see [`crate::writer`]).
 pub const DIRECT_REPLY_MAX_ACTIVE: usize = 8;
 
-/// Accepts until `shutdown` turns true.
+/// Accepts until `shutdown` turns true. Every connection is accepted at
+/// once ([`admission`]); when the process runs out of descriptors, the
+/// oldest idle connection is shed to make room, or, with none idle, the
+/// loop waits a moment instead of spinning on `EMFILE`.
 pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.changed() => break,
-            p = ctx.permits.acquire() => p,
-        };
-        let Ok(permit) = permit else { break };
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                permit.forget();
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        let out_of_fds = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                        if !(out_of_fds && ctx.admission.shed_oldest()) {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        } else {
+                            // Let the shed connection's task close it.
+                            tokio::task::yield_now().await;
+                        }
+                        continue;
+                    }
+                };
+                let ticket = ctx.admission.admit();
                 ctx.active.fetch_add(1, Ordering::SeqCst);
                 let c = ctx.clone();
                 tokio::spawn(async move {
-                    handle(stream, &c).await;
+                    handle(stream, &c, ticket).await;
                     c.active.fetch_sub(1, Ordering::SeqCst);
-                    c.permits.add_permits(1);
                 });
             }
         }
@@ -85,14 +92,19 @@ fn line_of(reply: &Value) -> Vec<u8> {
     line
 }
 
-async fn handle(mut stream: UnixStream, ctx: &Ctx) {
+async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket) {
     // Peer identity comes from the kernel before any byte is parsed.
     let peer = stream.peer_cred().ok();
-    let answer =
-        match frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE).await {
-            Err(code) => Answer::Reply(refusal(code, None)),
-            Ok(bytes) => request(ctx, &stream, &bytes, peer.and_then(|p| p.pid())).await,
-        };
+    let frame = tokio::select! {
+        read = frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE) => read,
+        // Shed to make room for a newer connection: as if its deadline came.
+        _ = &mut ticket.shed => Err(Code::RequestTimeout),
+    };
+    ticket.spoke();
+    let answer = match frame {
+        Err(code) => Answer::Reply(refusal(code, None)),
+        Ok(bytes) => request(ctx, &stream, &bytes, peer.and_then(|p| p.pid())).await,
+    };
     let (line, written) = match answer {
         Answer::Reply(v) => (line_of(&v), 0),
         Answer::Sent { line, written } => (line, written),

@@ -11,7 +11,7 @@ pub const FRAME_MAX: usize = 64 * 1024;
 
 /// Read exactly one newline-terminated frame followed by EOF. Returns the
 /// bytes before the newline.
-pub fn read_frame(stream: &mut UnixStream, deadline: Instant) -> Result<Vec<u8>, Code> {
+pub fn read_frame(mut stream: &UnixStream, deadline: Instant) -> Result<Vec<u8>, Code> {
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut chunk = [0u8; 8192];
     loop {

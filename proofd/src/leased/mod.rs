@@ -130,6 +130,9 @@ fn lock_state(state: &std::path::Path) -> Result<std::fs::File, StartupError> {
 
 /// Run the daemon; returns the process exit code.
 pub fn run(args: Args) -> Result<(), StartupError> {
+    // The connection cap is sized from the soft descriptor limit: take all
+    // the hard limit allows first.
+    crate::limits::raise_nofile();
     // SAFETY: umask has no failure mode; sockets and files get 0600.
     unsafe { libc::umask(0o077) };
     let _lock = lock_state(&args.state)?;
@@ -151,6 +154,8 @@ pub fn run(args: Args) -> Result<(), StartupError> {
         state_path: args.state,
         in_flight: AtomicUsize::new(0),
         walk_pause,
+        cap: server::connection_cap(),
+        idle: server::Idle::default(),
     });
     notify_ready();
     server::serve(listener, shared, &STOP);

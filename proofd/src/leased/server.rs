@@ -10,17 +10,29 @@ use super::frame;
 use super::request::{self, Binding, Identity, Request};
 use super::state::{self, Session, State, TokenRecord};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The per-connection deadline.
 pub const DEADLINE: Duration = Duration::from_secs(1);
-/// Most connections in flight; more are refused with `busy`.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Descriptors kept out of the connection cap for the rest of the process
+/// (the state file and its lock, the listener, `/proc` reads).
+pub const RESERVE_FDS: u64 = 64;
+/// Descriptors a connection may hold: its socket, the peer's pidfd, and one
+/// `/proc` file open during the ancestry walk.
+pub const FDS_PER_CONNECTION: u64 = 3;
+/// Bounds on the cap, whatever the limit (one thread per connection).
+pub const MIN_CONNECTIONS: usize = 16;
+pub const MAX_CONNECTIONS: usize = 4096;
+/// Stack of a connection thread: a frame is at most 64 KiB on the heap and
+/// the JSON parser's recursion is bounded, so the default 2 MiB is waste
+/// when a flood holds thousands of them.
+const CONNECTION_STACK: usize = 256 * 1024;
 
 pub struct Shared {
     pub state: Mutex<State>,
@@ -28,11 +40,71 @@ pub struct Shared {
     pub in_flight: AtomicUsize,
     /// Test hook: stall between the ancestry walk and its re-read.
     pub walk_pause: Option<Duration>,
+    /// Most connections open at once ([`connection_cap`]).
+    pub cap: usize,
+    /// Connections still reading their frame, oldest first.
+    pub idle: Idle,
+}
+
+/// The cap for the soft `RLIMIT_NOFILE` in force now.
+pub fn connection_cap() -> usize {
+    crate::limits::connection_cap(
+        crate::limits::soft_nofile(),
+        RESERVE_FDS,
+        FDS_PER_CONNECTION,
+        MIN_CONNECTIONS,
+        MAX_CONNECTIONS,
+    )
+}
+
+/// The connections that have not delivered their frame yet (an idle client
+/// and a slow writer alike), by accept order. Shedding one shuts its socket
+/// down, which ends its blocked read; it is answered `busy`.
+#[derive(Default)]
+pub struct Idle {
+    next: AtomicU64,
+    conns: Mutex<BTreeMap<u64, Arc<UnixStream>>>,
+}
+
+impl Idle {
+    fn insert(&self, stream: &Arc<UnixStream>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.insert(id, Arc::clone(stream));
+        id
+    }
+
+    /// Takes `id` out; false when it was already shed.
+    fn remove(&self, id: u64) -> bool {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.remove(&id).is_some()
+    }
+
+    /// Ends the oldest idle connection's read. False when none is idle.
+    pub fn shed_oldest(&self) -> bool {
+        let oldest = {
+            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            conns.pop_first()
+        };
+        match oldest {
+            Some((_, stream)) => {
+                // Only the read side: its thread still answers `busy`.
+                let _ = stream.shutdown(std::net::Shutdown::Read);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 type Reply = Result<Map<String, Value>, Code>;
 
 /// Accept until `stop` is set; then wait for in-flight connections.
+///
+/// Every connection is accepted at once. Past the cap, or when the process
+/// is out of descriptors, the oldest connection still reading its frame is
+/// shed to make room; only when none is idle (every open connection is
+/// being answered) is a new one refused `busy`.
 pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
     let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
     while !stop.load(Ordering::SeqCst) {
@@ -48,21 +120,42 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
         }
         let stream = match listener.accept() {
             Ok((s, _)) => s,
-            Err(_) => continue,
+            Err(e) => {
+                let out_of_fds = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                if !(out_of_fds && shared.idle.shed_oldest()) {
+                    // Nothing to free: wait rather than spin on the error.
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
         };
-        if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= shared.cap
+            && !shared.idle.shed_oldest()
+        {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
             let _ = stream.set_write_timeout(Some(DEADLINE));
-            finish(stream, Err(Code::Busy));
+            finish(&stream, Err(Code::Busy));
             continue;
         }
+        let stream = Arc::new(stream);
+        let id = shared.idle.insert(&stream);
+        let ours = Arc::clone(&stream);
         let sh = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new().spawn(move || {
-            handle(stream, &sh);
-            sh.in_flight.fetch_sub(1, Ordering::SeqCst);
-        });
+        let spawned = std::thread::Builder::new()
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                handle(&stream, &sh, id);
+                sh.in_flight.fetch_sub(1, Ordering::SeqCst);
+            });
         if spawned.is_err() {
+            // No thread to be had (a task limit such as the unit's TasksMax):
+            // free one for the next connection by shedding the oldest idle
+            // one, and answer this one `busy` rather than close it mute.
+            let _ = shared.idle.remove(id);
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _ = shared.idle.shed_oldest();
+            let _ = ours.set_write_timeout(Some(DEADLINE));
+            finish(&ours, Err(Code::Busy));
         }
     }
     let until = Instant::now() + DEADLINE * 3;
@@ -71,7 +164,7 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
     }
 }
 
-fn write_reply(stream: &mut UnixStream, reply: Reply) -> std::io::Result<()> {
+fn write_reply(mut stream: &UnixStream, reply: Reply) -> std::io::Result<()> {
     let value = match reply {
         Ok(mut m) => {
             m.insert("ok".into(), Value::Bool(true));
@@ -85,11 +178,17 @@ fn write_reply(stream: &mut UnixStream, reply: Reply) -> std::io::Result<()> {
     stream.flush()
 }
 
-fn handle(mut stream: UnixStream, shared: &Shared) {
+fn handle(stream: &UnixStream, shared: &Shared, id: u64) {
     let deadline = Instant::now() + DEADLINE;
     let _ = stream.set_write_timeout(Some(DEADLINE));
-    let peer = ancestry::identify(&stream);
-    let reply = match frame::read_frame(&mut stream, deadline) {
+    let peer = ancestry::identify(stream);
+    let frame = frame::read_frame(stream, deadline);
+    // From here on this connection is being answered, never shed; if it was
+    // shed first, the EOF that ended its read was ours, not the client's
+    // half-close, so whatever it sent is not a frame.
+    let shed_first = !shared.idle.remove(id);
+    let reply = match frame {
+        _ if shed_first => Err(Code::Busy),
         Err(code) => Err(code),
         Ok(bytes) => match peer {
             Err(code) => Err(code),
@@ -103,8 +202,8 @@ fn handle(mut stream: UnixStream, shared: &Shared) {
 /// but we did not read (bounded, non-blocking): closing a Unix socket with
 /// unread input would make the client's read fail with ECONNRESET before it
 /// sees the refusal.
-fn finish(mut stream: UnixStream, reply: Reply) {
-    let _ = write_reply(&mut stream, reply);
+fn finish(mut stream: &UnixStream, reply: Reply) {
+    let _ = write_reply(stream, reply);
     let _ = stream.shutdown(std::net::Shutdown::Write);
     if stream.set_nonblocking(true).is_ok() {
         let mut sink = [0u8; 8192];
