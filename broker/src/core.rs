@@ -5,9 +5,8 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::error::Code;
 use crate::ids;
-use crate::store::evidence::{self, Actor, ClaimRow};
 use crate::store::Store;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -174,54 +173,16 @@ impl Core {
         }
     }
 
-    /// `bindLaunch`: binds a run the trusted host launched and mints its capability.
-    pub fn bind_launch(&mut self, record: LaunchRecord) -> Result<Value, Code> {
-        let business = self
-            .config
-            .businesses
-            .get(&record.business)
-            .ok_or(Code::UnknownBusiness)?;
-        if !business.roles.contains_key(&record.role) {
-            return Err(Code::UnknownRole);
-        }
-        let (launched, ended) =
-            evidence::session_of(self.store.conn(), &record.business, &record.run)?;
-        if ended {
-            return Err(Code::RunEnded);
-        }
-        if let Some(prior) = &launched {
-            if *prior != record.identity_json() {
-                return Err(Code::LaunchMismatch);
-            }
-        }
-        let key = (record.business.clone(), record.run.clone());
-        if let Some(b) = self.runs.get(&key) {
-            if b.record.identity_json() != record.identity_json() {
-                return Err(Code::LaunchMismatch);
-            }
-            return Ok(launch_reply(&record, &b.cap));
-        }
-        match mosaic_proofd::procfs::read_stat(record.pid) {
-            Ok(stat) if stat.start_time == record.start_time => {}
-            _ => return Err(Code::ProcessMismatch),
-        }
-        if launched.is_none() {
-            let body = record.identity_json();
-            let r = &record;
-            self.store.write(|t| {
-                evidence::insert_event(
-                    t,
-                    &r.business,
-                    "session.launched",
-                    Actor {
-                        role: Some(&r.role),
-                        run: Some(&r.run),
-                    },
-                    None,
-                    &body,
-                )
-            })?;
-        }
+    /// The bound run `run` of `business`: its record and capability.
+    pub fn bound(&self, business: &str, run: &str) -> Option<(&LaunchRecord, &str)> {
+        self.runs
+            .get(&(business.to_string(), run.to_string()))
+            .map(|b| (&b.record, b.cap.as_str()))
+    }
+
+    /// Binds a run (its evidence already written): mints its capability,
+    /// keeps the change for the batch's undo and tells the proof side.
+    pub fn bind_run(&mut self, record: LaunchRecord) -> String {
         let cap = ids::capability();
         self.caps.insert(
             cap.clone(),
@@ -231,70 +192,26 @@ impl Core {
                 run: record.run.clone(),
             },
         );
-        let reply = launch_reply(&record, &cap);
-        tracing::info!(business = %record.business, role = %record.role, run = %record.run, "launch bound");
-        self.runs.insert(key.clone(), Bound { record, cap });
+        let key = (record.business.clone(), record.run.clone());
+        self.runs.insert(
+            key.clone(),
+            Bound {
+                record,
+                cap: cap.clone(),
+            },
+        );
         self.remember(Undo::Bound(key));
         self.launches_changed();
-        Ok(reply)
+        cap
     }
 
-    /// `identity`: the business, role and run a capability names.
-    pub fn identity(&self, cap: &str) -> Result<Value, Code> {
-        match self.caps.get(cap) {
-            Some(Caller::Role {
-                business,
-                role,
-                run,
-            }) => Ok(json!({"business": business, "role": role, "run": run})),
-            Some(Caller::Reader { business }) => {
-                Ok(json!({"business": business, "role": null, "run": null}))
-            }
-            _ => Err(Code::UnknownCapability),
-        }
-    }
-
-    /// `endLaunch`: ends a bound run, releasing its claim and dropping its capability.
-    pub fn end_launch(
-        &mut self,
-        business: &str,
-        run: &str,
-        reason: &str,
-        exit_code: Option<i64>,
-    ) -> Result<Value, Code> {
-        if !self.config.businesses.contains_key(business) {
-            return Err(Code::UnknownBusiness);
-        }
-        let (_, ended) = evidence::session_of(self.store.conn(), business, run)?;
-        if ended {
-            return Err(Code::RunEnded);
-        }
-        let key = (business.to_string(), run.to_string());
-        let role = match self.runs.get(&key) {
-            Some(b) => b.record.role.clone(),
-            None => return Err(Code::UnknownRun),
-        };
-        let released = self.store.write(|t| {
-            let held = evidence::holder(&t.tx, business, &role)?.as_deref() == Some(run);
-            if held {
-                evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
-            }
-            let body = json!({"reason": reason, "exitCode": exit_code, "released": held});
-            evidence::insert_event(
-                t,
-                business,
-                "session.ended",
-                Actor {
-                    role: Some(&role),
-                    run: Some(run),
-                },
-                None,
-                &body,
-            )?;
-            Ok(held)
-        })?;
+    /// Ends a bound run (its evidence already written): drops every
+    /// capability naming it, keeps the change for the batch's undo and
+    /// tells the proof side.
+    pub fn unbind_run(&mut self, business: &str, run: &str) {
         let of_run = |c: &Caller| matches!(c, Caller::Role { business: b, run: r, .. } if b == business && r == run);
         let caps: Vec<(String, Caller)> = self.caps.extract_if(|_, c| of_run(c)).collect();
+        let key = (business.to_string(), run.to_string());
         if let Some(bound) = self.runs.remove(&key) {
             self.remember(Undo::Ended {
                 key,
@@ -303,11 +220,5 @@ impl Core {
             });
         }
         self.launches_changed();
-        tracing::info!(%business, %run, %reason, released, "launch ended");
-        Ok(json!({"business": business, "run": run, "released": released}))
     }
-}
-
-fn launch_reply(r: &LaunchRecord, cap: &str) -> Value {
-    json!({"business": r.business, "run": r.run, "cap": cap})
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod hardening;
 pub mod host;
 pub mod ids;
+pub mod ops;
 pub mod policy;
 pub mod proof;
 pub mod runtime;

@@ -6,6 +6,7 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::core::Core;
 use crate::error::Code;
+use crate::ops::{authority, credentials, launches, pushes, records, HostOp};
 use crate::proof::{ProofGate, Verifier};
 use crate::server::{self, Ctx};
 use crate::store::root::BusDir;
@@ -91,9 +92,9 @@ fn start_locked(
         credentials.tokens().map(str::to_string).collect(),
     ));
     core.credentials = credentials;
-    let mut launches = Vec::new();
+    let mut bound = Vec::new();
     for record in config.launches.clone() {
-        launches.push(core.bind_launch(record)?);
+        bound.push(launches::BindLaunch::observed(record).apply(&mut core)?);
     }
     gate.set_launches(&core.launch_identities());
     let g = gate.clone();
@@ -142,7 +143,7 @@ fn start_locked(
     let reply = json!({
         "ok": true,
         "path": path.to_string_lossy(),
-        "launches": launches,
+        "launches": bound,
         "readers": readers,
     });
     tracing::info!("broker serving");
@@ -184,15 +185,23 @@ impl Runtime {
         &self.writer
     }
 
+    /// Runs one host op: what it must read off the writer first (a bind's
+    /// `/proc` start time), then the op itself on the writer thread.
+    pub fn op(&self, mut op: HostOp) -> Result<Value, Code> {
+        op.observe();
+        self.writer.run_blocking(move |c| op.apply(c))?
+    }
+
     /// `bindLaunch`.
     pub fn bind_launch(&self, record: LaunchRecord) -> Result<Value, Code> {
-        self.writer.run_blocking(move |c| c.bind_launch(record))?
+        self.op(HostOp::BindLaunch(launches::BindLaunch::observed(record)))
     }
 
     /// `identity`.
     pub fn identity(&self, cap: &str) -> Result<Value, Code> {
-        let cap = cap.to_string();
-        self.writer.run_blocking(move |c| c.identity(&cap))?
+        self.op(HostOp::Identity(launches::Identity {
+            cap: cap.to_string(),
+        }))
     }
 
     /// `endLaunch`.
@@ -203,9 +212,12 @@ impl Runtime {
         reason: &str,
         exit_code: Option<i64>,
     ) -> Result<Value, Code> {
-        let (b, r, why) = (business.to_string(), run.to_string(), reason.to_string());
-        self.writer
-            .run_blocking(move |c| c.end_launch(&b, &r, &why, exit_code))?
+        self.op(HostOp::EndLaunch(launches::EndLaunch {
+            business: business.to_string(),
+            run: run.to_string(),
+            reason: reason.to_string(),
+            exit_code,
+        }))
     }
 
     /// The trusted `authorize(cap, action, {target, decision, verdict})`:
@@ -219,61 +231,40 @@ impl Runtime {
         decision: Option<&str>,
         verdict: Option<&str>,
     ) -> Result<Value, Code> {
-        let (cap, action) = (cap.to_string(), action.to_string());
-        let (target, decision) = (target.map(str::to_string), decision.map(str::to_string));
-        let verdict = verdict.map(str::to_string);
-        self.writer.run_blocking(move |c| {
-            crate::verbs::launch::authorize(
-                c,
-                &cap,
-                &action,
-                target.as_deref(),
-                decision.as_deref(),
-                verdict.as_deref(),
-            )
-        })?
+        self.op(HostOp::Authorize(authority::Authorize {
+            cap: cap.to_string(),
+            action: action.to_string(),
+            target: target.map(str::to_string),
+            decision: decision.map(str::to_string),
+            verdict: verdict.map(str::to_string),
+        }))
     }
 
     /// `authorizeLaunch`: `authorize(cap, 'role.launch', {target: instance})`,
     /// a refusal also recorded as `action.refused`.
     pub fn authorize_launch(&self, cap: &str, instance: &str) -> Result<Value, Code> {
-        let (cap, instance) = (cap.to_string(), instance.to_string());
-        self.writer
-            .run_blocking(move |c| crate::verbs::launch::authorize_launch(c, &cap, &instance))?
+        self.op(HostOp::AuthorizeLaunch(authority::AuthorizeLaunch {
+            cap: cap.to_string(),
+            instance: instance.to_string(),
+        }))
     }
 
     /// `refuse`: records a refusal the host decided itself as `action.refused`.
     pub fn refuse(&self, cap: &str, code: &str, subject: Option<&str>) -> Result<Value, Code> {
-        let (cap, code) = (cap.to_string(), code.to_string());
-        let subject = subject.map(str::to_string);
-        self.writer.run_blocking(move |c| {
-            crate::verbs::launch::refuse(c, &cap, &code, subject.as_deref())
-        })?
+        self.op(HostOp::Refuse(authority::Refuse {
+            cap: cap.to_string(),
+            code: code.to_string(),
+            subject: subject.map(str::to_string),
+        }))
     }
 
     /// `credentialStatus`: the role's `{service, date, state}` rows (never a
     /// token). `role` may be `@sync`, the business's tracker sync identity.
     pub fn credential_status(&self, business: &str, role: &str) -> Result<Value, Code> {
-        let (business, role) = (business.to_string(), role.to_string());
-        self.writer.run_blocking(move |core| {
-            let b = core
-                .config
-                .businesses
-                .get(&business)
-                .ok_or(Code::UnknownBusiness)?;
-            let known = if role == crate::credentials::SYNC {
-                b.sync.is_some()
-            } else {
-                b.roles.contains_key(&role)
-            };
-            if !known {
-                return Err(Code::UnknownRole);
-            }
-            let now = crate::store::clock::now_ms();
-            Ok(Value::Array(
-                core.credentials.status_rows(&business, &role, now),
-            ))
-        })?
+        self.op(HostOp::CredentialStatus(credentials::CredentialStatus {
+            business: business.to_string(),
+            role: role.to_string(),
+        }))
     }
 
     /// The trusted `recordEvent(cap, {kind, body, subject})`: `{event, at}`.
@@ -284,11 +275,12 @@ impl Runtime {
         body: Map<String, Value>,
         subject: Option<&str>,
     ) -> Result<Value, Code> {
-        let (cap, kind) = (cap.to_string(), kind.to_string());
-        let subject = subject.map(str::to_string);
-        self.writer.run_blocking(move |c| {
-            crate::host::records::record_event(c, &cap, &kind, body, subject.as_deref())
-        })?
+        self.op(HostOp::RecordEvent(records::RecordEvent {
+            cap: cap.to_string(),
+            kind: kind.to_string(),
+            body,
+            subject: subject.map(str::to_string),
+        }))
     }
 
     /// `recordTask`: one task snapshot as task sync stores it; `fields: None`
@@ -300,32 +292,36 @@ impl Runtime {
         read_at: &str,
         fields: Option<Map<String, Value>>,
     ) -> Result<Value, Code> {
-        let (business, task_ref) = (business.to_string(), task_ref.to_string());
-        let read_at = read_at.to_string();
-        self.writer.run_blocking(move |c| {
-            crate::host::records::record_task(c, &business, &task_ref, &read_at, fields)
-        })?
+        self.op(HostOp::RecordTask(records::RecordTask {
+            business: business.to_string(),
+            task_ref: task_ref.to_string(),
+            read_at: read_at.to_string(),
+            fields,
+        }))
     }
 
     /// `checkPush`: the caller's `git.push.working` authority before a push.
     pub fn check_push(&self, cap: &str, task_ref: &str) -> Result<Value, Code> {
-        let (cap, task_ref) = (cap.to_string(), task_ref.to_string());
-        self.writer
-            .run_blocking(move |c| crate::host::pushes::check_push(c, &cap, &task_ref))?
+        self.op(HostOp::CheckPush(pushes::CheckPush {
+            cap: cap.to_string(),
+            task_ref: task_ref.to_string(),
+        }))
     }
 
     /// `recordPush`: the push record once the work ref moved.
     pub fn record_push(&self, cap: &str, push: Map<String, Value>) -> Result<Value, Code> {
-        let cap = cap.to_string();
-        self.writer
-            .run_blocking(move |c| crate::host::pushes::record_push(c, &cap, push))?
+        self.op(HostOp::RecordPush(pushes::RecordPush::new(
+            cap.to_string(),
+            push,
+        )))
     }
 
     /// `reviewFetch`: the requested review's `{project, commit, ref}`.
     pub fn review_fetch(&self, cap: &str, args: Map<String, Value>) -> Result<Value, Code> {
-        let cap = cap.to_string();
-        self.writer
-            .run_blocking(move |c| crate::host::pushes::review_fetch(c, &cap, args))?
+        self.op(HostOp::ReviewFetch(pushes::ReviewFetch::new(
+            cap.to_string(),
+            args,
+        )))
     }
 
     /// Closes in order: stop accepting, let in-flight requests finish (up to

@@ -4,6 +4,7 @@
 
 use mosaic_bus::core::Core;
 use mosaic_bus::error::Code;
+use mosaic_bus::ops::launches::{identity, BindLaunch, EndLaunch};
 use mosaic_bus::store::evidence::{insert_event, Actor};
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
@@ -283,6 +284,17 @@ fn launch_of_this_process(run: &str) -> mosaic_bus::config::LaunchRecord {
 /// A run bound or ended inside a batch that then fails to commit goes back
 /// to how it was: its evidence is not in the store, so neither is its
 /// capability in memory (or the ended run's loss of it).
+/// `endLaunch` of run-a, as the host sends it.
+fn end_run_a(core: &mut Core) -> Result<serde_json::Value, Code> {
+    EndLaunch {
+        business: "acme".into(),
+        run: "run-a".into(),
+        reason: "exited".into(),
+        exit_code: Some(0),
+    }
+    .apply(core)
+}
+
 #[test]
 fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
     let (_d, mut core, bus) = fresh();
@@ -303,15 +315,19 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
 
     // A bind whose batch fails: no evidence, and its capability is gone.
     core.begin_batch().unwrap();
-    let lost = core.bind_launch(launch_of_this_process("run-a")).unwrap();
+    let lost = BindLaunch::observed(launch_of_this_process("run-a"))
+        .apply(&mut core)
+        .unwrap();
     let lost_cap = lost["cap"].as_str().unwrap().to_string();
     fail_batch(&mut core);
     assert_eq!(launched(&core, "run-a"), 0);
-    assert_eq!(core.identity(&lost_cap), Err(Code::UnknownCapability));
+    assert_eq!(identity(&core, &lost_cap), Err(Code::UnknownCapability));
 
     // Bound again for real: the evidence is written this time.
     core.begin_batch().unwrap();
-    let bound = core.bind_launch(launch_of_this_process("run-a")).unwrap();
+    let bound = BindLaunch::observed(launch_of_this_process("run-a"))
+        .apply(&mut core)
+        .unwrap();
     core.commit_batch().unwrap();
     let cap = bound["cap"].as_str().unwrap().to_string();
     assert_ne!(cap, lost_cap);
@@ -319,17 +335,17 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
 
     // An end whose batch fails: the run is still bound, with its capability.
     core.begin_batch().unwrap();
-    core.end_launch("acme", "run-a", "exited", Some(0)).unwrap();
+    end_run_a(&mut core).unwrap();
     fail_batch(&mut core);
     assert_eq!(
-        core.identity(&cap).unwrap(),
+        identity(&core, &cap).unwrap(),
         json!({"business": "acme", "role": "pm", "run": "run-a"})
     );
     // ... so it can still be ended, and then it is.
     core.begin_batch().unwrap();
-    core.end_launch("acme", "run-a", "exited", Some(0)).unwrap();
+    end_run_a(&mut core).unwrap();
     core.commit_batch().unwrap();
-    assert_eq!(core.identity(&cap), Err(Code::UnknownCapability));
+    assert_eq!(identity(&core, &cap), Err(Code::UnknownCapability));
     drop(core);
     bus.release();
 }

@@ -7,6 +7,9 @@
 //! - Only `broker/src/store/` (and, offline, the migrator crate) holds SQL:
 //!   no SQL statement text and no rusqlite statement call anywhere else in
 //!   the shipped sources (`broker/src`, `proofd/src`, `shims/src`).
+//! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
+//!   name `host/` (which parses ops and calls the runtime), and `ops/` never
+//!   names the runtime.
 
 use mosaic_bus::error::Code;
 
@@ -354,4 +357,27 @@ fn the_sql_scanner_finds_what_it_should() {
     for s in ["role.claim", "Commit message", "begin", "not-implemented"] {
         assert!(!looks_like_sql(s), "{s}");
     }
+}
+
+/// The lines of `file` (under `broker/src`) that name `needle` in code.
+fn code_mentions(file: &Path, needle: &str) -> Vec<String> {
+    let src = fs::read_to_string(file).expect("read source");
+    lex(&src)
+        .code
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .map(|(i, l)| format!("{}:{}: {}", file.display(), i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn host_and_the_runtime_do_not_import_each_other() {
+    let src = root().join("broker/src");
+    let mut found = code_mentions(&src.join("runtime.rs"), "crate::host");
+    for f in rust_files(&src.join("ops")) {
+        found.extend(code_mentions(&f, "crate::host"));
+        found.extend(code_mentions(&f, "crate::runtime"));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

@@ -6,7 +6,7 @@
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
-use mosaic_bus::host::records;
+use mosaic_bus::ops::records;
 use mosaic_bus::store::evidence::{self, Actor};
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;

@@ -59,12 +59,12 @@ impl LaunchRecord {
             .filter(|p| *p > 0)
             .ok_or(Code::InvalidLaunch)?;
         if let Some(a) = &raw.address {
-            if a.is_empty() || a.len() > 256 {
+            if a.is_empty() || a.len() > 256 || a.contains('\0') {
                 return Err(Code::InvalidLaunch);
             }
         }
         if let Some(t) = &raw.transcript {
-            if !t.starts_with('/') || t.len() > 4096 {
+            if !t.starts_with('/') || t.len() > 4096 || t.contains('\0') {
                 return Err(Code::InvalidLaunch);
             }
         }

@@ -4,7 +4,6 @@
 
 pub mod bootlog;
 pub mod channel;
+pub mod control;
 pub mod notify;
 pub mod ops;
-pub mod pushes;
-pub mod records;

@@ -9,6 +9,81 @@ use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
 use serde_json::{json, Map, Value};
 
+use super::Fields;
+
+/// `recordEvent {cap, kind, body, subject?}`.
+pub struct RecordEvent {
+    pub cap: String,
+    pub kind: String,
+    pub body: Map<String, Value>,
+    pub subject: Option<String>,
+}
+
+impl RecordEvent {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let cap = f.str("cap")?;
+        let kind = f.str("kind")?;
+        let body = f.object("body")?;
+        let subject = f.opt_str("subject")?;
+        f.finish()?;
+        Ok(RecordEvent {
+            cap,
+            kind,
+            body,
+            subject,
+        })
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        record_event(
+            core,
+            &self.cap,
+            &self.kind,
+            self.body,
+            self.subject.as_deref(),
+        )
+    }
+}
+
+/// `recordTask {business, task_ref, read_at, fields | tombstone: true}`.
+pub struct RecordTask {
+    pub business: String,
+    pub task_ref: String,
+    pub read_at: String,
+    /// `None`: a tombstone.
+    pub fields: Option<Map<String, Value>>,
+}
+
+impl RecordTask {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let business = f.str("business")?;
+        let task_ref = f.str("task_ref")?;
+        let read_at = f.str("read_at")?;
+        let fields = match (f.take("fields"), f.take("tombstone")) {
+            (Some(Value::Object(m)), None) => Some(m),
+            (None, Some(Value::Bool(true))) => None,
+            _ => return Err(Code::InvalidRequest),
+        };
+        f.finish()?;
+        Ok(RecordTask {
+            business,
+            task_ref,
+            read_at,
+            fields,
+        })
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        record_task(
+            core,
+            &self.business,
+            &self.task_ref,
+            &self.read_at,
+            self.fields,
+        )
+    }
+}
+
 /// Kinds only verbs and host ops write: human input, human launch control,
 /// the review loop, and the broker's own session records.
 pub const RESERVED_KINDS: &[&str] = &[

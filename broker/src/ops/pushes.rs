@@ -3,12 +3,13 @@
 //! recorded as `action.refused` `{action, op, code}` on the task's trail
 //! (subject = the task ref when it is one, else null).
 
+use super::authority::{record_refusal, role_of};
+use super::{host_opt_str, Fields};
 use crate::core::Core;
 use crate::error::Code;
 use crate::ids::is_task_ref;
 use crate::store::evidence::{self, Actor};
 use crate::store::reviews;
-use crate::verbs::launch::{record_refusal, role_of};
 use crate::verbs::reviews::is_reviewer;
 use serde_json::{json, Map, Value};
 
@@ -57,7 +58,7 @@ fn check_push_authority(
 }
 
 /// `checkPush {cap, task_ref}` → `{allowed: true}`; records nothing unless it refuses.
-pub fn check_push(core: &mut Core, cap: &str, task_ref: &str) -> Result<Value, Code> {
+fn check_push(core: &mut Core, cap: &str, task_ref: &str) -> Result<Value, Code> {
     recorded(
         core,
         cap,
@@ -74,10 +75,148 @@ pub fn check_push(core: &mut Core, cap: &str, task_ref: &str) -> Result<Value, C
     )
 }
 
-fn req_str(m: &mut Map<String, Value>, key: &str) -> Result<String, Code> {
-    match m.remove(key) {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 && !s.contains('\0') => Ok(s),
-        _ => Err(Code::InvalidRequest),
+/// `checkPush {cap, task_ref}`.
+pub struct CheckPush {
+    pub cap: String,
+    pub task_ref: String,
+}
+
+impl CheckPush {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let cap = f.str("cap")?;
+        let task_ref = f.str("task_ref")?;
+        f.finish()?;
+        Ok(CheckPush { cap, task_ref })
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        check_push(core, &self.cap, &self.task_ref)
+    }
+}
+
+/// The task a nested object names, as far as it names one: the subject a
+/// refusal of it is recorded on.
+fn task_ref_of(m: &Map<String, Value>) -> Option<String> {
+    match m.get("task_ref") {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `recordPush {cap, push}`. The push object's own refusals are recorded on
+/// the capability's run like any other (so the parse of `push` is kept
+/// and answered on the writer side, once the capability is resolved).
+pub struct RecordPush {
+    pub cap: String,
+    task_ref: Option<String>,
+    push: Result<Push, Code>,
+}
+
+/// `{task_ref, project, branch, ref, commit, previous}`.
+struct Push {
+    task_ref: String,
+    project: String,
+    branch: String,
+    git_ref: String,
+    commit: String,
+    previous: Option<String>,
+}
+
+impl Push {
+    fn parse(m: Map<String, Value>) -> Result<Push, Code> {
+        let mut f = Fields::new(m);
+        let task_ref = f.str("task_ref")?;
+        let project = f.str("project")?;
+        let branch = f.str("branch")?;
+        let git_ref = f.str("ref")?;
+        let commit = f.str("commit")?;
+        let previous = host_opt_str(f.take("previous"))?;
+        f.finish()?;
+        if !is_task_ref(&task_ref) {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Push {
+            task_ref,
+            project,
+            branch,
+            git_ref,
+            commit,
+            previous,
+        })
+    }
+}
+
+impl RecordPush {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let cap = f.str("cap")?;
+        let push = f.object("push")?;
+        f.finish()?;
+        Ok(RecordPush::new(cap, push))
+    }
+
+    /// The op for `push` as the host gave it.
+    pub fn new(cap: String, push: Map<String, Value>) -> RecordPush {
+        RecordPush {
+            cap,
+            task_ref: task_ref_of(&push),
+            push: Push::parse(push),
+        }
+    }
+
+    /// The refusal the `push` object earned at parse, if any.
+    pub fn nested_refusal(&self) -> Option<Code> {
+        self.push.as_ref().err().copied()
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        record_push(core, &self.cap, self.task_ref.as_deref(), self.push)
+    }
+}
+
+/// `{task_ref, request}`.
+fn parse_fetch(m: Map<String, Value>) -> Result<(String, String), Code> {
+    let mut f = Fields::new(m);
+    let task_ref = f.str("task_ref")?;
+    let request = f.str("request")?;
+    f.finish()?;
+    if !is_task_ref(&task_ref) {
+        return Err(Code::InvalidRequest);
+    }
+    Ok((task_ref, request))
+}
+
+/// `reviewFetch {cap, args: {task_ref, request}}`; like `recordPush`, a
+/// refusal of `args` is recorded on the capability's run.
+pub struct ReviewFetch {
+    pub cap: String,
+    task_ref: Option<String>,
+    args: Result<(String, String), Code>,
+}
+
+impl ReviewFetch {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let cap = f.str("cap")?;
+        let args = f.object("args")?;
+        f.finish()?;
+        Ok(ReviewFetch::new(cap, args))
+    }
+
+    /// The op for `args` as the host gave them.
+    pub fn new(cap: String, args: Map<String, Value>) -> ReviewFetch {
+        ReviewFetch {
+            cap,
+            task_ref: task_ref_of(&args),
+            args: parse_fetch(args),
+        }
+    }
+
+    /// The refusal the `args` object earned at parse, if any.
+    pub fn nested_refusal(&self) -> Option<Code> {
+        self.args.as_ref().err().copied()
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        review_fetch(core, &self.cap, self.task_ref.as_deref(), self.args)
     }
 }
 
@@ -85,35 +224,27 @@ fn req_str(m: &mut Map<String, Value>, key: &str) -> Result<String, Code> {
 /// → `{event, at}`: the push record (`action.allowed` for `git.push.working`,
 /// subject = the task, `{action, class, target, project, branch, ref,
 /// commit, previous}`). `previous` is null for a branch's first push.
-pub fn record_push(
+fn record_push(
     core: &mut Core,
     cap: &str,
-    mut push: Map<String, Value>,
+    task_ref: Option<&str>,
+    push: Result<Push, Code>,
 ) -> Result<Value, Code> {
-    let task_ref = match push.get("task_ref") {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
     recorded(
         core,
         cap,
         "recordPush",
         PUSH,
-        task_ref.as_deref(),
+        task_ref,
         |core, business, role, run| {
-            let task_ref = req_str(&mut push, "task_ref")?;
-            let project = req_str(&mut push, "project")?;
-            let branch = req_str(&mut push, "branch")?;
-            let git_ref = req_str(&mut push, "ref")?;
-            let commit = req_str(&mut push, "commit")?;
-            let previous = match push.remove("previous") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(s),
-                Some(_) => return Err(Code::InvalidRequest),
-            };
-            if !push.is_empty() || !is_task_ref(&task_ref) {
-                return Err(Code::InvalidRequest);
-            }
+            let Push {
+                task_ref,
+                project,
+                branch,
+                git_ref,
+                commit,
+                previous,
+            } = push?;
             let config = core.config.clone();
             let biz = config
                 .businesses
@@ -162,27 +293,20 @@ pub fn record_push(
 /// `{project, commit, ref}`. The caller's run must hold its role
 /// (`not-holder`); the role must hold `review.verdict` authority and be the
 /// one the request was addressed to (`request-not-found` otherwise).
-pub fn review_fetch(
+fn review_fetch(
     core: &mut Core,
     cap: &str,
-    mut args: Map<String, Value>,
+    task_ref: Option<&str>,
+    args: Result<(String, String), Code>,
 ) -> Result<Value, Code> {
-    let task_ref = match args.get("task_ref") {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
     recorded(
         core,
         cap,
         "reviewFetch",
         "review.verdict",
-        task_ref.as_deref(),
+        task_ref,
         |core, business, role, run| {
-            let task_ref = req_str(&mut args, "task_ref")?;
-            let request = req_str(&mut args, "request")?;
-            if !args.is_empty() || !is_task_ref(&task_ref) {
-                return Err(Code::InvalidRequest);
-            }
+            let (task_ref, request) = args?;
             let conn = core.store.conn();
             if evidence::holder(conn, business, role)?.as_deref() != Some(run) {
                 return Err(Code::NotHolder);

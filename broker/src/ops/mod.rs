@@ -1,0 +1,262 @@
+//! Host ops on the writer side: the trusted host's requests after boot, one
+//! module per family. Each op is a typed struct parsed at the edge (the
+//! host channel's [`HostOp::parse`], or the embedded runtime's methods)
+//! and applied to the [`Core`] on the writer thread.
+//!
+//! - `launches`: `bindLaunch`, `identity`, `endLaunch`
+//! - `authority`: `authorize`, `authorizeLaunch`, `refuse`
+//! - `credentials`: `credentialStatus`
+//! - `records`: `recordEvent`, `recordTask`
+//! - `pushes`: the git socket's `checkPush`, `recordPush`, `reviewFetch`
+//!
+//! One string rule for every string argument: 1 to 256 bytes and no NUL,
+//! as the client socket's verbs refuse them.
+
+pub mod authority;
+pub mod credentials;
+pub mod launches;
+pub mod pushes;
+pub mod records;
+
+use crate::core::Core;
+use crate::error::Code;
+use serde_json::{json, Map, Value};
+
+/// Longest host op string argument, in bytes.
+pub const MAX_STR: usize = 256;
+
+/// Host ops the spec (bus-3i) names that this build does not serve yet:
+/// the git socket's landing ops. They answer `not-implemented`, not
+/// `unknown-op`, so a host can tell "not built" from "no such op".
+pub const PLANNED: &[&str] = &["checkLand", "recordLand", "landRefused", "landHeld"];
+
+/// The one string rule: a string of 1 to [`MAX_STR`] bytes with no NUL.
+pub fn host_str(v: Option<Value>) -> Result<String, Code> {
+    match v {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_STR && !s.contains('\0') => Ok(s),
+        _ => Err(Code::InvalidRequest),
+    }
+}
+
+/// [`host_str`] for an optional argument: absent or null is `None`.
+pub fn host_opt_str(v: Option<Value>) -> Result<Option<String>, Code> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        other => host_str(other).map(Some),
+    }
+}
+
+/// An op's (or a nested object's) arguments: take what it knows, then
+/// refuse anything left over.
+pub struct Fields(Map<String, Value>);
+
+impl Fields {
+    pub fn new(m: Map<String, Value>) -> Fields {
+        Fields(m)
+    }
+
+    pub fn str(&mut self, key: &str) -> Result<String, Code> {
+        host_str(self.0.remove(key))
+    }
+
+    pub fn opt_str(&mut self, key: &str) -> Result<Option<String>, Code> {
+        host_opt_str(self.0.remove(key))
+    }
+
+    /// A required JSON object.
+    pub fn object(&mut self, key: &str) -> Result<Map<String, Value>, Code> {
+        match self.0.remove(key) {
+            Some(Value::Object(m)) => Ok(m),
+            _ => Err(Code::InvalidRequest),
+        }
+    }
+
+    /// A raw value (absent: `None`), for arguments with their own rules.
+    pub fn take(&mut self, key: &str) -> Option<Value> {
+        self.0.remove(key)
+    }
+
+    /// Refuses any key not taken.
+    pub fn finish(self) -> Result<(), Code> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Code::InvalidRequest)
+        }
+    }
+}
+
+/// One parsed host op (`close` and `boot` are the channel's own).
+pub enum HostOp {
+    BindLaunch(launches::BindLaunch),
+    Identity(launches::Identity),
+    EndLaunch(launches::EndLaunch),
+    Authorize(authority::Authorize),
+    AuthorizeLaunch(authority::AuthorizeLaunch),
+    Refuse(authority::Refuse),
+    CredentialStatus(credentials::CredentialStatus),
+    RecordEvent(records::RecordEvent),
+    RecordTask(records::RecordTask),
+    CheckPush(pushes::CheckPush),
+    RecordPush(pushes::RecordPush),
+    ReviewFetch(pushes::ReviewFetch),
+}
+
+impl HostOp {
+    /// Parses op `op` with its arguments `m` (the request without `op` and
+    /// `id`). An op the spec names but this build lacks is
+    /// `not-implemented`; any other unknown one `unknown-op`.
+    pub fn parse(op: &str, m: Map<String, Value>) -> Result<HostOp, Code> {
+        let f = Fields::new(m);
+        Ok(match op {
+            "bindLaunch" => HostOp::BindLaunch(launches::BindLaunch::parse(f)?),
+            "identity" => HostOp::Identity(launches::Identity::parse(f)?),
+            "endLaunch" => HostOp::EndLaunch(launches::EndLaunch::parse(f)?),
+            "authorize" => HostOp::Authorize(authority::Authorize::parse(f)?),
+            "authorizeLaunch" => HostOp::AuthorizeLaunch(authority::AuthorizeLaunch::parse(f)?),
+            "refuse" => HostOp::Refuse(authority::Refuse::parse(f)?),
+            "credentialStatus" => {
+                HostOp::CredentialStatus(credentials::CredentialStatus::parse(f)?)
+            }
+            "recordEvent" => HostOp::RecordEvent(records::RecordEvent::parse(f)?),
+            "recordTask" => HostOp::RecordTask(records::RecordTask::parse(f)?),
+            "checkPush" => HostOp::CheckPush(pushes::CheckPush::parse(f)?),
+            "recordPush" => HostOp::RecordPush(pushes::RecordPush::parse(f)?),
+            "reviewFetch" => HostOp::ReviewFetch(pushes::ReviewFetch::parse(f)?),
+            other if PLANNED.contains(&other) => return Err(Code::NotImplemented),
+            _ => return Err(Code::UnknownOp),
+        })
+    }
+
+    /// What must be read before the op reaches the writer (the writer does
+    /// no `/proc` I/O): a `bindLaunch`'s process start time.
+    pub fn observe(&mut self) {
+        if let HostOp::BindLaunch(b) = self {
+            b.observe();
+        }
+    }
+
+    /// The key the op's answer goes under in the channel's reply.
+    pub fn reply_key(&self) -> &'static str {
+        match self {
+            HostOp::BindLaunch(_) => "launch",
+            _ => "result",
+        }
+    }
+
+    /// Runs the op on the writer thread.
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        match self {
+            HostOp::BindLaunch(o) => o.apply(core),
+            HostOp::Identity(o) => o.apply(core),
+            HostOp::EndLaunch(o) => o.apply(core),
+            HostOp::Authorize(o) => o.apply(core),
+            HostOp::AuthorizeLaunch(o) => o.apply(core),
+            HostOp::Refuse(o) => o.apply(core),
+            HostOp::CredentialStatus(o) => o.apply(core),
+            HostOp::RecordEvent(o) => o.apply(core),
+            HostOp::RecordTask(o) => o.apply(core),
+            HostOp::CheckPush(o) => o.apply(core),
+            HostOp::RecordPush(o) => o.apply(core),
+            HostOp::ReviewFetch(o) => o.apply(core),
+        }
+    }
+}
+
+/// The channel's success reply for an op's answer.
+pub fn ok_reply(key: &str, v: Value) -> Value {
+    let mut reply = json!({"ok": true});
+    reply[key] = v;
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_string_rule() {
+        let ok = |s: &str| host_str(Some(json!(s)));
+        assert_eq!(ok("a"), Ok("a".to_string()));
+        assert_eq!(ok(&"x".repeat(MAX_STR)).map(|s| s.len()), Ok(MAX_STR));
+        assert_eq!(ok(&"x".repeat(MAX_STR + 1)), Err(Code::InvalidRequest));
+        assert_eq!(ok(""), Err(Code::InvalidRequest));
+        assert_eq!(ok("a\0b"), Err(Code::InvalidRequest));
+        assert_eq!(host_str(Some(json!(1))), Err(Code::InvalidRequest));
+        assert_eq!(host_str(None), Err(Code::InvalidRequest));
+        assert_eq!(host_opt_str(None), Ok(None));
+        assert_eq!(host_opt_str(Some(Value::Null)), Ok(None));
+        assert_eq!(host_opt_str(Some(json!("a\0"))), Err(Code::InvalidRequest));
+    }
+
+    /// Every op's string arguments follow the rule, nested ones included.
+    #[test]
+    fn host_strings_with_nul_refuse_in_every_op() {
+        let nul = "a\0b";
+        let cases = [
+            ("identity", json!({"cap": nul})),
+            (
+                "endLaunch",
+                json!({"record": {"business": nul, "run": "r", "reason": "done"}}),
+            ),
+            (
+                "authorize",
+                json!({"cap": "c", "action": "a", "target": nul}),
+            ),
+            ("authorizeLaunch", json!({"cap": "c", "instance": nul})),
+            ("refuse", json!({"cap": "c", "code": nul})),
+            ("credentialStatus", json!({"business": "b", "role": nul})),
+            (
+                "recordEvent",
+                json!({"cap": "c", "kind": "k.k", "body": {}, "subject": nul}),
+            ),
+            (
+                "recordTask",
+                json!({"business": "b", "task_ref": nul, "read_at": "t", "tombstone": true}),
+            ),
+            ("checkPush", json!({"cap": nul, "task_ref": "vikunja:1/1"})),
+        ];
+        for (op, args) in cases {
+            let Value::Object(m) = args else {
+                unreachable!()
+            };
+            assert!(
+                matches!(HostOp::parse(op, m), Err(Code::InvalidRequest)),
+                "{op}"
+            );
+        }
+        // recordPush and reviewFetch keep the nested refusal for the writer,
+        // which records it on the capability's run.
+        let Value::Object(m) = json!({"cap": "c", "push": {"task_ref": "vikunja:1/1",
+            "project": "p", "branch": "b", "ref": "r", "commit": "c", "previous": nul}})
+        else {
+            unreachable!()
+        };
+        let Ok(HostOp::RecordPush(p)) = HostOp::parse("recordPush", m) else {
+            panic!("recordPush parses")
+        };
+        assert!(p.nested_refusal() == Some(Code::InvalidRequest));
+        let Value::Object(m) =
+            json!({"cap": "c", "args": {"task_ref": "vikunja:1/1", "request": nul}})
+        else {
+            unreachable!()
+        };
+        let Ok(HostOp::ReviewFetch(r)) = HostOp::parse("reviewFetch", m) else {
+            panic!("reviewFetch parses")
+        };
+        assert!(r.nested_refusal() == Some(Code::InvalidRequest));
+    }
+
+    #[test]
+    fn unknown_and_planned_ops() {
+        let none = Map::new;
+        assert!(matches!(
+            HostOp::parse("checkLand", none()),
+            Err(Code::NotImplemented)
+        ));
+        assert!(matches!(
+            HostOp::parse("nope", none()),
+            Err(Code::UnknownOp)
+        ));
+    }
+}
