@@ -2,7 +2,7 @@
 //! verb, its savepoint and the batch COMMIT) without the socket, for
 //! profiling (`valgrind --tool=callgrind`) and for timing the hop.
 //!
-//! `cargo run --release -p mosaic-bus --example send_inproc [-- N [direct|writer|sync-off]]`
+//! `cargo run --release -p mosaic-bench --example send_inproc [-- N [direct|writer|sync-off]]`
 
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};

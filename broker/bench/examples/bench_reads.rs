@@ -3,7 +3,7 @@
 //! 1,000-message store built the same way. Prints JSON: per read, the p50 on
 //! each store and the ratio large/small (goal: at most 2).
 //!
-//! `cargo run --release -p mosaic-bus --example bench_reads [-- LARGE]`
+//! `cargo run --release -p mosaic-bench --example bench_reads [-- LARGE]`
 //!
 //! What stays the same in both stores, so the ratio measures the cost of the
 //! rest of the history rather than of a bigger answer: the human's feed (200
