@@ -13,7 +13,7 @@ use mosaic_proofd::proof::Kind;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, OnceLock};
 
 /// The helper's side of a check, as the gate needs it.
 pub trait Verifier: Send {
@@ -32,26 +32,114 @@ pub trait Verifier: Send {
 /// Starts a verifier (the proof helper), or `None` when it cannot run.
 pub type VerifierFactory = fn() -> Option<Box<dyn Verifier>>;
 
+/// The gate. Its verifier lives on its own thread (`bus-proof`), reached
+/// by message only: a check is a job whose answer comes back on a oneshot,
+/// and a launch-set change is a job the sender never waits for. So nothing
+/// the writer thread does (bindLaunch, endLaunch, a batch's undo) waits on
+/// a proof in flight or on the helper's respawn, and no I/O thread blocks
+/// on a check either. Jobs run in the order sent, so a launch set changed
+/// before a check is what that check sees.
 pub struct ProofGate {
     config: Arc<BootConfig>,
-    verifier: Mutex<Option<Box<dyn Verifier>>>,
+    /// `None` when no verifier could be started: every check refuses
+    /// `proof-unavailable`.
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A job for the proof thread.
+enum Job {
+    Verify {
+        kind: ShimKind,
+        proof: Proof,
+        exe: PathBuf,
+        uid: u32,
+        answer: tokio::sync::oneshot::Sender<Result<(), Code>>,
+    },
+    Launches(Vec<(i32, u64)>),
+    Stop,
+}
+
+/// The proof thread: runs jobs in order; of launch sets queued back to
+/// back only the last is sent to the helper.
+fn run_jobs(mut verifier: Box<dyn Verifier>, jobs: mpsc::Receiver<Job>) {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(j) => j,
+            None => match jobs.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Stop => return,
+            Job::Verify {
+                kind,
+                proof,
+                exe,
+                uid,
+                answer,
+            } => {
+                let _ = answer.send(verifier.verify(kind, &proof, &exe, uid));
+            }
+            Job::Launches(mut set) => {
+                while let Ok(j) = jobs.try_recv() {
+                    match j {
+                        Job::Launches(newer) => set = newer,
+                        other => {
+                            next = Some(other);
+                            break;
+                        }
+                    }
+                }
+                verifier.set_launches(&set);
+            }
+        }
+    }
 }
 
 impl ProofGate {
     pub fn new(config: Arc<BootConfig>, verifier: Option<Box<dyn Verifier>>) -> ProofGate {
+        let (jobs, thread) = match verifier {
+            None => (None, None),
+            Some(v) => {
+                let (tx, rx) = mpsc::channel();
+                match std::thread::Builder::new()
+                    .name("bus-proof".into())
+                    .spawn(move || run_jobs(v, rx))
+                {
+                    Ok(t) => (Some(tx), Some(t)),
+                    Err(_) => {
+                        tracing::warn!(code = "proof-unavailable", "cannot start the proof thread");
+                        (None, None)
+                    }
+                }
+            }
+        };
         ProofGate {
             config,
-            verifier: Mutex::new(verifier),
+            jobs,
+            thread,
         }
     }
 
-    /// Forwards the launch registry to the helper.
+    /// Sends the launch registry to the proof side; never waits.
     pub fn set_launches(&self, launches: &[(i32, u64)]) {
-        if let Ok(mut v) = self.verifier.lock() {
-            if let Some(v) = v.as_mut() {
-                v.set_launches(launches);
-            }
+        if let Some(tx) = &self.jobs {
+            let _ = tx.send(Job::Launches(launches.to_vec()));
         }
+    }
+
+    /// What the writer calls after every change to the bound runs: it
+    /// queues the new set for the proof side and returns at once.
+    pub fn launch_sink(&self) -> crate::core::LaunchSink {
+        let tx = self.jobs.clone();
+        Box::new(move |ids| {
+            if let Some(tx) = &tx {
+                let _ = tx.send(Job::Launches(ids));
+            }
+        })
     }
 
     /// Checks a shim request and returns the session it binds.
@@ -66,22 +154,23 @@ impl ProofGate {
         if peer_pid != Some(proof.pid) {
             return Err(Code::ProofPid);
         }
-        let gate = self.clone();
-        let proof = proof.clone();
         let exe = match kind {
             ShimKind::Human => self.config.shims.human.clone(),
             ShimKind::Tester => self.config.shims.tester.clone(),
         };
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let checked = tokio::task::spawn_blocking(move || {
-            let mut guard = gate.verifier.lock().map_err(|_| Code::ProofUnavailable)?;
-            let v = guard.as_mut().ok_or(Code::ProofUnavailable)?;
-            v.verify(kind, &proof, &exe, uid)
+        let tx = self.jobs.as_ref().ok_or(Code::ProofUnavailable)?;
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tx.send(Job::Verify {
+            kind,
+            proof: proof.clone(),
+            exe,
+            uid,
+            answer,
         })
-        .await
         .map_err(|_| Code::ProofUnavailable)?;
-        checked?;
+        answered.await.map_err(|_| Code::ProofUnavailable)??;
         // The process that was checked must still be the peer.
         if let Some(fd) = pidfd {
             if !fd.is_alive() {
@@ -103,6 +192,19 @@ impl ProofGate {
                 business: business.to_string(),
             }),
             ShimKind::Tester => Err(Code::TesterOff),
+        }
+    }
+}
+
+impl Drop for ProofGate {
+    /// Stops the proof thread after the job it is on (the helper goes with
+    /// its verifier) and waits for it.
+    fn drop(&mut self) {
+        if let Some(tx) = self.jobs.take() {
+            let _ = tx.send(Job::Stop);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

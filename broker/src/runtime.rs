@@ -94,11 +94,11 @@ fn start_locked(
     core.credentials = credentials;
     let mut bound = Vec::new();
     for record in config.launches.clone() {
-        bound.push(launches::BindLaunch::observed(record).apply(&mut core)?);
+        let seen = start_time_of(record.pid);
+        bound.push(launches::BindLaunch::new(record, seen).apply(&mut core)?);
     }
     gate.set_launches(&core.launch_identities());
-    let g = gate.clone();
-    core.on_launches = Some(Box::new(move |ids| g.set_launches(&ids)));
+    core.on_launches = Some(gate.launch_sink());
     let readers: Vec<Value> = core
         .readers
         .iter()
@@ -150,6 +150,14 @@ fn start_locked(
     Ok((writer, thread, rt, shutdown, server, ctx, reply))
 }
 
+/// A process's start time as `/proc` gives it now (`None`: unreadable),
+/// read here, before a `bindLaunch` reaches the writer.
+fn start_time_of(pid: i32) -> Option<u64> {
+    mosaic_proofd::procfs::read_stat(pid)
+        .ok()
+        .map(|s| s.start_time)
+}
+
 /// A socket left by a crashed broker (ours, private) may be replaced once we
 /// hold the lock; anything else at that path refuses, a socket open to group
 /// or others included ("symlinks or looser modes refuse the start").
@@ -188,13 +196,16 @@ impl Runtime {
     /// Runs one host op: what it must read off the writer first (a bind's
     /// `/proc` start time), then the op itself on the writer thread.
     pub fn op(&self, mut op: HostOp) -> Result<Value, Code> {
-        op.observe();
+        if let HostOp::BindLaunch(b) = &mut op {
+            b.set_start_seen(start_time_of(b.pid()));
+        }
         self.writer.run_blocking(move |c| op.apply(c))?
     }
 
     /// `bindLaunch`.
     pub fn bind_launch(&self, record: LaunchRecord) -> Result<Value, Code> {
-        self.op(HostOp::BindLaunch(launches::BindLaunch::observed(record)))
+        let seen = start_time_of(record.pid);
+        self.op(HostOp::BindLaunch(launches::BindLaunch::new(record, seen)))
     }
 
     /// `identity`.

@@ -269,11 +269,16 @@ fn a_batch_that_fails_to_commit_leaves_no_unread_delivery_behind() {
     bus.release();
 }
 
-/// This test process as a launch of `pm` (its own pid and start time).
-fn launch_of_this_process(run: &str) -> mosaic_bus::config::LaunchRecord {
+/// This process's start time, as `/proc` gives it.
+fn own_start_time() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let start_time: u64 = after.split(' ').nth(19).unwrap().parse().unwrap();
+    after.split(' ').nth(19).unwrap().parse().unwrap()
+}
+
+/// This test process as a launch of `pm` (its own pid and start time).
+fn launch_of_this_process(run: &str) -> mosaic_bus::config::LaunchRecord {
+    let start_time = own_start_time();
     mosaic_bus::config::LaunchRecord::from_json(json!({
         "business": "acme", "role": "pm", "run": run, "harness": "pi",
         "pid": std::process::id(), "startTime": start_time

@@ -7,6 +7,12 @@
 //! - Only `broker/src/store/` (and, offline, the migrator crate) holds SQL:
 //!   no SQL statement text and no rusqlite statement call anywhere else in
 //!   the shipped sources (`broker/src`, `proofd/src`, `shims/src`).
+//! - The writer thread takes no lock and reads no `/proc`: the modules that
+//!   run on it (`core.rs`, `writer.rs`, `authorize.rs`, `verbs/`, `ops/`,
+//!   `store/`, `policy/`, `tokens.rs`, `credentials.rs`) name no mutex,
+//!   read-write lock or condition variable and no `/proc` reader; launch
+//!   sets leave by message (`proof::ProofGate::launch_sink`), start times are
+//!   read by the runtime before a `bindLaunch` reaches the writer.
 //! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
 //!   name `host/` (which parses ops and calls the runtime), and `ops/` never
 //!   names the runtime.
@@ -380,4 +386,60 @@ fn host_and_the_runtime_do_not_import_each_other() {
         found.extend(code_mentions(&f, "crate::runtime"));
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// Identifiers the writer-side modules may not use: locks and the `/proc`
+/// and proof layers.
+const WRITER_FORBIDS: &[&str] = &[
+    "Mutex",
+    "RwLock",
+    "Condvar",
+    "Barrier",
+    "procfs",
+    "PidFd",
+    "ProofGate",
+];
+
+/// The identifiers of a piece of code.
+fn identifiers(code: &str) -> impl Iterator<Item = &str> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+#[test]
+fn the_writer_side_takes_no_lock_and_reads_no_proc() {
+    let src = root().join("broker/src");
+    let mut files = Vec::new();
+    for f in [
+        "core.rs",
+        "writer.rs",
+        "authorize.rs",
+        "tokens.rs",
+        "credentials.rs",
+    ] {
+        files.push(src.join(f));
+    }
+    for d in ["verbs", "ops", "store", "policy"] {
+        files.extend(rust_files(&src.join(d)));
+    }
+    let mut found = Vec::new();
+    for f in &files {
+        let code = lex(&fs::read_to_string(f).expect("read source"));
+        for (i, l) in code.code.lines().enumerate() {
+            for id in identifiers(l).filter(|id| WRITER_FORBIDS.contains(id)) {
+                found.push(format!("{}:{}: {id}", f.display(), i + 1));
+            }
+        }
+        // A path under /proc is a literal.
+        for (line, s) in &code.strings {
+            if s.contains("/proc") {
+                found.push(format!("{}:{line}: a /proc path", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "writer-side code that can wait on the I/O side or read /proc:\n{}",
+        found.join("\n")
+    );
 }

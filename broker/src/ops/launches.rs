@@ -3,8 +3,9 @@
 //! release) and their capabilities (kept by [`Core`]).
 //!
 //! A bind's process check compares the record's start time with the one
-//! read from `/proc` before the op reached the writer ([`BindLaunch::observe`]):
-//! the writer thread itself never reads `/proc`.
+//! the runtime read from `/proc` before the op reached the writer
+//! ([`BindLaunch::set_start_seen`]): the writer thread itself never reads
+//! `/proc`.
 
 use super::Fields;
 use crate::config::LaunchRecord;
@@ -31,21 +32,20 @@ impl BindLaunch {
         })
     }
 
-    /// A bind of `record` with its process already looked at.
-    pub fn observed(record: LaunchRecord) -> BindLaunch {
-        let mut b = BindLaunch {
-            record,
-            start_seen: None,
-        };
-        b.observe();
-        b
+    /// The pid whose start time must be read before the op reaches the writer.
+    pub fn pid(&self) -> i32 {
+        self.record.pid
     }
 
-    /// Reads the record's process start time from `/proc` (off the writer).
-    pub fn observe(&mut self) {
-        self.start_seen = mosaic_proofd::procfs::read_stat(self.record.pid)
-            .ok()
-            .map(|s| s.start_time);
+    /// The start time read for [`BindLaunch::pid`] off the writer (`None`:
+    /// unreadable).
+    pub fn set_start_seen(&mut self, start: Option<u64>) {
+        self.start_seen = start;
+    }
+
+    /// A bind of `record` whose start time was read as `start_seen`.
+    pub fn new(record: LaunchRecord, start_seen: Option<u64>) -> BindLaunch {
+        BindLaunch { record, start_seen }
     }
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {

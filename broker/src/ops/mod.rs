@@ -128,14 +128,6 @@ impl HostOp {
         })
     }
 
-    /// What must be read before the op reaches the writer (the writer does
-    /// no `/proc` I/O): a `bindLaunch`'s process start time.
-    pub fn observe(&mut self) {
-        if let HostOp::BindLaunch(b) = self {
-            b.observe();
-        }
-    }
-
     /// The key the op's answer goes under in the channel's reply.
     pub fn reply_key(&self) -> &'static str {
         match self {
