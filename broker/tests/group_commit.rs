@@ -320,7 +320,7 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
 
     // A bind whose batch fails: no evidence, and its capability is gone.
     core.begin_batch().unwrap();
-    let lost = BindLaunch::observed(launch_of_this_process("run-a"))
+    let lost = BindLaunch::new(launch_of_this_process("run-a"), Some(own_start_time()))
         .apply(&mut core)
         .unwrap();
     let lost_cap = lost["cap"].as_str().unwrap().to_string();
@@ -330,7 +330,7 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
 
     // Bound again for real: the evidence is written this time.
     core.begin_batch().unwrap();
-    let bound = BindLaunch::observed(launch_of_this_process("run-a"))
+    let bound = BindLaunch::new(launch_of_this_process("run-a"), Some(own_start_time()))
         .apply(&mut core)
         .unwrap();
     core.commit_batch().unwrap();
