@@ -74,7 +74,7 @@ pub fn consume_in_tx(
     target: Option<&str>,
     decision: Option<&str>,
 ) -> Result<Class, Code> {
-    if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(run) {
+    if !evidence::holds(&t.tx, &business.id, role, run)? {
         return Err(Code::NotHolder);
     }
     if !actions::known(action) {

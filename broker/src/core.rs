@@ -180,6 +180,12 @@ impl Core {
             .map(|b| (&b.record, b.cap.as_str()))
     }
 
+    /// The thread a bound run serves (a thread instance's run), if any.
+    pub fn run_thread(&self, business: &str, run: &str) -> Option<String> {
+        self.bound(business, run)
+            .and_then(|(r, _)| r.thread.clone())
+    }
+
     /// Binds a run (its evidence already written): mints its capability,
     /// keeps the change for the batch's undo and tells the proof side.
     pub fn bind_run(&mut self, record: LaunchRecord) -> String {

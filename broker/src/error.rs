@@ -283,6 +283,29 @@ codes! {
     /// A message filed under a thread of another business, or one whose instance neither sent
     /// nor receives it (schema guard `message_threads_match`).
     ThreadMismatch => "thread-mismatch",
+    /// `project.create`: `repo` names none of the business's projects.
+    UnknownRepo => "unknown-repo",
+    /// `thread.create`, `thread.list`: no project with that id in the business.
+    ProjectNotFound => "project-not-found",
+    /// `thread.create`: no instance of the business has the thread definition (`assistant`).
+    ThreadInstanceMissing => "thread-instance-missing",
+    /// `thread.create`: more than one instance has the thread definition.
+    ThreadInstanceAmbiguous => "thread-instance-ambiguous",
+    /// No thread with that id (in the business, or of the launch record's instance).
+    ThreadNotFound => "thread-not-found",
+    /// The thread belongs to another user.
+    ThreadNotOwned => "thread-not-owned",
+    /// A launch record of the thread instance without `thread`.
+    ThreadRequired => "thread-required",
+    /// `message.send` from the human to the thread instance: use `thread.send`.
+    ThreadRequiredUseThreadSend => "thread-required-use-thread-send",
+    /// A message to the thread instance must reply (`in_reply_to`) to a chain that reaches a
+    /// message in one of its threads.
+    ThreadRequiredReplyToThreadMessage => "thread-required-reply-to-thread-message",
+    /// The reply chain reaches a thread of another instance.
+    ThreadInstanceMismatch => "thread-instance-mismatch",
+    /// `assistant.stop`: the instance is not of the thread definition.
+    NotAssistant => "not-assistant",
 }
 
 impl fmt::Display for Code {

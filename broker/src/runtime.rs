@@ -251,6 +251,22 @@ impl Runtime {
         }))
     }
 
+    /// `threadsState(business)`: the launcher's view of every thread.
+    pub fn threads_state(&self, business: &str) -> Result<Value, Code> {
+        self.op(HostOp::ThreadsState(crate::ops::threads::ThreadsState {
+            business: business.to_string(),
+        }))
+    }
+
+    /// `threadIdle({business, thread, run})`: the launcher's idle stop.
+    pub fn thread_idle(&self, business: &str, thread: &str, run: &str) -> Result<Value, Code> {
+        self.op(HostOp::ThreadIdle(crate::ops::threads::ThreadIdle {
+            business: business.to_string(),
+            thread: thread.to_string(),
+            run: run.to_string(),
+        }))
+    }
+
     /// `authorizeLaunch`: `authorize(cap, 'role.launch', {target: instance})`,
     /// a refusal also recorded as `action.refused`.
     pub fn authorize_launch(&self, cap: &str, instance: &str) -> Result<Value, Code> {

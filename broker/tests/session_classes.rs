@@ -95,11 +95,14 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             _ => None,
         },
         // Outside-agent human CLI only.
-        "launch.revoke" | "launch.restore" => match c {
-            Human => None,
-            Tester => Some(Code::TesterRefused),
-            _ => Some(Code::HumanRequired),
-        },
+        "launch.revoke" | "launch.restore" | "project.create" | "project.list"
+        | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages" => {
+            match c {
+                Human => None,
+                Tester => Some(Code::TesterRefused),
+                _ => Some(Code::HumanRequired),
+            }
+        }
         "trail" | "inbox" | "tasks" | "agents" => None,
         "state" => match c {
             Tester => Some(Code::TesterRefused),
@@ -145,6 +148,13 @@ const VERBS: &[&str] = &[
     "credentials",
     "review.request",
     "review.verdict",
+    "project.create",
+    "project.list",
+    "thread.create",
+    "thread.list",
+    "thread.open",
+    "thread.send",
+    "thread.messages",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);

@@ -15,6 +15,8 @@ pub struct LaunchRecord {
     pub start_time: u64,
     /// Where the harness keeps the run's session files; memory only.
     pub transcript: Option<String>,
+    /// The thread a run of the thread instance serves (3i row 121).
+    pub thread: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -30,6 +32,8 @@ struct RawLaunch {
     start_time: u64,
     #[serde(default)]
     transcript: Option<String>,
+    #[serde(default)]
+    thread: Option<String>,
 }
 
 /// Run ids: 1 to 128 of `[A-Za-z0-9._:-]`.
@@ -68,6 +72,11 @@ impl LaunchRecord {
                 return Err(Code::InvalidLaunch);
             }
         }
+        if let Some(t) = &raw.thread {
+            if t.is_empty() || t.len() > 64 {
+                return Err(Code::InvalidLaunch);
+            }
+        }
         Ok(LaunchRecord {
             business: raw.business,
             role: raw.role,
@@ -77,17 +86,24 @@ impl LaunchRecord {
             pid,
             start_time: raw.start_time,
             transcript: raw.transcript,
+            thread: raw.thread,
         })
     }
 
-    /// The identity recorded in `session.launched` (no transcript, no account).
+    /// The identity recorded in `session.launched` (no transcript, no
+    /// account); a thread run's thread is part of it, so a rebind can't
+    /// move the run to another thread.
     pub fn identity_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "role": self.role,
             "harness": self.harness,
             "address": self.address,
             "pid": self.pid,
             "startTime": self.start_time,
-        })
+        });
+        if let Some(t) = &self.thread {
+            v["thread"] = serde_json::json!(t);
+        }
+        v
     }
 }

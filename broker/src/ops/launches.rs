@@ -12,6 +12,7 @@ use crate::config::LaunchRecord;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::store::evidence::{self, Actor, ClaimRow};
+use crate::store::threads;
 use serde_json::{json, Value};
 
 /// `bindLaunch {record}`: binds a run the trusted host launched and mints its capability.
@@ -57,6 +58,15 @@ impl BindLaunch {
             .ok_or(Code::UnknownBusiness)?;
         if !business.roles.contains_key(&record.role) {
             return Err(Code::UnknownRole);
+        }
+        // A thread instance's run serves one thread of that instance
+        // (3i row 121); no other run names one.
+        crate::policy::threads::launch_thread(business, &record.role, record.thread.as_deref())?;
+        if let Some(th) = &record.thread {
+            let known = threads::thread(core.store.conn(), &record.business, th)?;
+            if known.is_none_or(|t| t.instance != record.role) {
+                return Err(Code::ThreadNotFound);
+            }
         }
         let (launched, ended) =
             evidence::session_of(core.store.conn(), &record.business, &record.run)?;
@@ -188,15 +198,29 @@ impl EndLaunch {
         if ended {
             return Err(Code::RunEnded);
         }
-        let role = match core.bound(business, run) {
-            Some((b, _)) => b.role.clone(),
+        let (role, thread) = match core.bound(business, run) {
+            Some((b, _)) => (b.role.clone(), b.thread.clone()),
             None => return Err(Code::UnknownRun),
         };
         let released = core.store.write(|t| {
-            let held = evidence::holder(&t.tx, business, &role)?.as_deref() == Some(run);
-            if held {
-                evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
-            }
+            // A thread run releases its thread; any other run its role.
+            let held = match &thread {
+                Some(th) => {
+                    let held = threads::holder(&t.tx, th)?.as_deref() == Some(run);
+                    if held {
+                        let row = threads::ClaimRow::own(th, run, "release");
+                        threads::insert_claim(t, business, &row)?;
+                    }
+                    held
+                }
+                None => {
+                    let held = evidence::holder(&t.tx, business, &role)?.as_deref() == Some(run);
+                    if held {
+                        evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
+                    }
+                    held
+                }
+            };
             let body = json!({"reason": reason, "exitCode": exit_code, "released": held});
             evidence::insert_event(
                 t,

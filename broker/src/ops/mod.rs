@@ -8,6 +8,7 @@
 //! - `credentials`: `credentialStatus`
 //! - `records`: `recordEvent`, `recordTask`
 //! - `pushes`: the git socket's `checkPush`, `recordPush`, `reviewFetch`
+//! - `threads`: the thread launcher's `threadsState`, `threadIdle`
 //!
 //! One string rule for every string argument: 1 to 256 bytes and no NUL,
 //! as the client socket's verbs refuse them.
@@ -17,6 +18,7 @@ pub mod credentials;
 pub mod launches;
 pub mod pushes;
 pub mod records;
+pub mod threads;
 
 use crate::core::Core;
 use crate::error::Code;
@@ -100,6 +102,8 @@ pub enum HostOp {
     CheckPush(pushes::CheckPush),
     RecordPush(pushes::RecordPush),
     ReviewFetch(pushes::ReviewFetch),
+    ThreadsState(threads::ThreadsState),
+    ThreadIdle(threads::ThreadIdle),
 }
 
 impl HostOp {
@@ -123,6 +127,8 @@ impl HostOp {
             "checkPush" => HostOp::CheckPush(pushes::CheckPush::parse(f)?),
             "recordPush" => HostOp::RecordPush(pushes::RecordPush::parse(f)?),
             "reviewFetch" => HostOp::ReviewFetch(pushes::ReviewFetch::parse(f)?),
+            "threadsState" => HostOp::ThreadsState(threads::ThreadsState::parse(f)?),
+            "threadIdle" => HostOp::ThreadIdle(threads::ThreadIdle::parse(f)?),
             other if PLANNED.contains(&other) => return Err(Code::NotImplemented),
             _ => return Err(Code::UnknownOp),
         })
@@ -151,6 +157,8 @@ impl HostOp {
             HostOp::CheckPush(o) => o.apply(core),
             HostOp::RecordPush(o) => o.apply(core),
             HostOp::ReviewFetch(o) => o.apply(core),
+            HostOp::ThreadsState(o) => o.apply(core),
+            HostOp::ThreadIdle(o) => o.apply(core),
         }
     }
 }

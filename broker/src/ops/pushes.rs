@@ -308,7 +308,7 @@ fn review_fetch(
         |core, business, role, run| {
             let (task_ref, request) = args?;
             let conn = core.store.conn();
-            if evidence::holder(conn, business, role)?.as_deref() != Some(run) {
+            if !evidence::holds(conn, business, role, run)? {
                 return Err(Code::NotHolder);
             }
             let reviewer = core

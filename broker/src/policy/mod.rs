@@ -3,3 +3,4 @@
 pub mod actions;
 pub mod authority;
 pub mod routing;
+pub mod threads;

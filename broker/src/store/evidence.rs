@@ -124,6 +124,20 @@ pub fn holder(
     .map(|o| o.and_then(|(op, run)| (op == "claim").then_some(run)))
 }
 
+/// True when `run` holds `role` now: the role's claim, or (for a run of a
+/// thread instance, which claims a thread instead, schema 3e) a thread's.
+pub fn holds(
+    conn: &rusqlite::Connection,
+    business: &str,
+    role: &str,
+    run: &str,
+) -> Result<bool, Code> {
+    if holder(conn, business, role)?.as_deref() == Some(run) {
+        return Ok(true);
+    }
+    Ok(super::threads::held_by(conn, business, run)?.is_some())
+}
+
 /// True when `run` was revoked from `(business, role)`.
 pub fn revoked(
     tx: &rusqlite::Connection,

@@ -12,6 +12,7 @@ pub mod reads;
 pub mod reviews;
 pub mod root;
 pub mod schema;
+pub mod threads;
 pub mod wal_vfs;
 
 use crate::error::Code;

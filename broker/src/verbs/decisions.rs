@@ -271,7 +271,7 @@ impl Raise {
         class: Class,
         routed_to: &str,
     ) -> Result<Value, Code> {
-        if evidence::holder(&t.tx, business_id, role)?.as_deref() != Some(run) {
+        if !evidence::holds(&t.tx, business_id, role, run)? {
             return Err(Code::NotHolder);
         }
         if self.action == "role.launch" {
@@ -401,7 +401,7 @@ fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), C
     match who {
         Closer::Human if d.routed_to == HUMAN => Ok(()),
         Closer::Role { role, run } if *role == d.routed_to => {
-            if evidence::holder(&t.tx, &d.business, role)?.as_deref() != Some(*run) {
+            if !evidence::holds(&t.tx, &d.business, role, run)? {
                 return Err(Code::NotHolder);
             }
             Ok(())
@@ -589,7 +589,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
             if *role != d.raised_by_role {
                 return Err(Code::NotRaiser);
             }
-            if evidence::holder(&t.tx, &business.id, role)?.as_deref() != Some(*run) {
+            if !evidence::holds(&t.tx, &business.id, role, run)? {
                 return Err(Code::NotHolder);
             }
         }

@@ -44,7 +44,7 @@ fn emit(core: &mut Core, caller: &Caller, args: Emit) -> Result<Value, Code> {
         stored["target"] = json!(t);
     }
     core.store.write(|t| {
-        if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
+        if !evidence::holds(&t.tx, business, role, run)? {
             return Err(Code::NotHolder);
         }
         let w = evidence::insert_event(

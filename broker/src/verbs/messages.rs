@@ -10,8 +10,10 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::routing;
+use crate::policy::threads::is_thread_instance;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
+use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
@@ -115,8 +117,15 @@ impl Verb for Send {
         core.store.write(|t| {
             let reply_from = self.check_references(t, &biz.id)?;
             let sender = self.insert(t, biz, caller, &id, reply_from.as_deref())?;
+            let thread = self.thread(t, biz, caller)?;
+            if let Some(th) = &thread {
+                threads::file_message(t, &id, th)?;
+            }
             let mut result = json!({"id": id, "request": sender.request});
-            if is_role {
+            // A message to the thread instance inside its thread waits for
+            // the thread launcher, which reads `threadsState`: no notice.
+            let in_thread = thread.is_some() && is_thread_instance(biz, &self.to);
+            if is_role && !in_thread {
                 if let Some(waiting) = tell_waiting(t, biz, &self.to, sender.role, &id)? {
                     result["waiting"] = waiting;
                 }
@@ -153,10 +162,14 @@ impl Send {
                     return Err(Code::TesterPrefix);
                 }
             }
-            // The human addresses roles only: not itself, and never the tester.
+            // The human addresses roles only: not itself, and never the
+            // tester; the thread instance only through `thread.send`.
             Caller::Human { .. } => {
                 if !is_role {
                     return Err(Code::UnknownRole);
+                }
+                if is_thread_instance(biz, to) {
+                    return Err(Code::ThreadRequiredUseThreadSend);
                 }
             }
             Caller::Role { .. } => {
@@ -179,6 +192,33 @@ impl Send {
             }
         }
         Ok(is_role)
+    }
+
+    /// The thread the message joins (3i row 121), checked after the
+    /// sender's own checks: a thread run's message is in the thread it
+    /// holds; any other message to the thread instance replies to a chain
+    /// that reaches one of that instance's threads, and joins the nearest.
+    fn thread(&self, t: &Tx<'_>, biz: &Business, caller: &Caller) -> Result<Option<String>, Code> {
+        if let Caller::Role { role, run, .. } = caller {
+            if is_thread_instance(biz, role) {
+                return threads::held_by(&t.tx, &biz.id, run)?
+                    .ok_or(Code::NotHolder)
+                    .map(Some);
+            }
+        }
+        if !is_thread_instance(biz, &self.to) {
+            return Ok(None);
+        }
+        let start = self
+            .in_reply_to
+            .as_deref()
+            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+        let th = threads::reply_chain_thread(&t.tx, &biz.id, start)?
+            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+        if th.instance != self.to {
+            return Err(Code::ThreadInstanceMismatch);
+        }
+        Ok(Some(th.id))
     }
 
     /// The message's references stay inside the business; returns the
@@ -258,7 +298,7 @@ impl Send {
                 if to == TESTER && reply_from != Some(TESTER) {
                     return Err(Code::TesterReplyRequired);
                 }
-                if evidence::holder(&t.tx, b, role)?.as_deref() != Some(run.as_str()) {
+                if !evidence::holds(&t.tx, b, role, run)? {
                     return Err(Code::NotHolder);
                 }
                 let allowed = self.authorize(t, biz, role, run, id)?;
@@ -375,7 +415,7 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
             role,
             run,
         } => {
-            if evidence::holder(conn, business, role)?.as_deref() != Some(run.as_str()) {
+            if !evidence::holds(conn, business, role, run)? {
                 return Err(Code::NotHolder);
             }
             Ok((role.clone(), run.clone()))
@@ -404,9 +444,23 @@ impl Verb for Receive {
 
 fn receive(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let business = caller.business().to_string();
+    let thread_run = match caller {
+        Caller::Role { role, .. } => core
+            .config
+            .businesses
+            .get(&business)
+            .is_some_and(|b| is_thread_instance(b, role)),
+        _ => false,
+    };
     core.store.write(|t| {
         let (to, run) = recipient(&t.tx, caller)?;
-        let batch = msgs::undelivered(&t.tx, &business, &to, RECEIVE_BATCH)?;
+        // A thread run receives only its own thread's messages (3i row 121).
+        let batch = if thread_run {
+            let th = threads::held_by(&t.tx, &business, &run)?.ok_or(Code::NotHolder)?;
+            threads::undelivered(&t.tx, &th, &to, RECEIVE_BATCH)?
+        } else {
+            msgs::undelivered(&t.tx, &business, &to, RECEIVE_BATCH)?
+        };
         let mut out = Vec::with_capacity(batch.len());
         let mut bytes = 0usize;
         for mut m in batch {

@@ -15,6 +15,7 @@ pub mod messages;
 mod reads;
 pub(crate) mod reviews;
 mod roles;
+pub(crate) mod threads;
 
 pub use args::Args;
 
@@ -168,13 +169,13 @@ pub const VERBS: &[VerbEntry] = &[
     planned("names"),
     planned("assistant.stop"),
     planned("staff.request"),
-    planned("project.create"),
-    planned("project.list"),
-    planned("thread.create"),
-    planned("thread.list"),
-    planned("thread.open"),
-    planned("thread.send"),
-    planned("thread.messages"),
+    served("project.create", HUMAN, run::<threads::ProjectCreate>),
+    served("project.list", HUMAN, run::<threads::ProjectList>),
+    served("thread.create", HUMAN, run::<threads::ThreadCreate>),
+    served("thread.list", HUMAN, run::<threads::ThreadList>),
+    served("thread.open", HUMAN, run::<threads::ThreadOpen>),
+    served("thread.send", HUMAN, run::<threads::ThreadSend>),
+    served("thread.messages", HUMAN, run::<threads::ThreadMessages>),
     planned("spec.read"),
     planned("record.write"),
     planned("project.files"),

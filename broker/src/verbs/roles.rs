@@ -6,6 +6,7 @@ use crate::error::Code;
 use crate::policy::routing::Class;
 use crate::store::decisions as dstore;
 use crate::store::evidence::{self, ClaimRow};
+use crate::store::threads;
 use serde_json::{json, Value};
 
 /// The longest `role.revoke` reason, in characters (3i, row 123).
@@ -28,6 +29,9 @@ impl Verb for Claim {
 
 fn claim(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
+    if let Some(thread) = core.run_thread(business, run) {
+        return claim_thread(core, (business, role, run), &thread);
+    }
     core.store.write(|t| {
         if evidence::session_of(&t.tx, business, run)?.1 {
             return Err(Code::RunEnded);
@@ -58,8 +62,50 @@ impl Verb for Release {
     }
 }
 
+/// A thread run's claim (3i row 121): a `thread_claims` row for the
+/// run's own thread, not a role claim. One run per thread
+/// (`thread-already-held`, the claiming run included), never a revoked run.
+fn claim_thread(
+    core: &mut Core,
+    (business, role, run): (&str, &str, &str),
+    thread: &str,
+) -> Result<Value, Code> {
+    core.store.write(|t| {
+        if evidence::session_of(&t.tx, business, run)?.1 {
+            return Err(Code::RunEnded);
+        }
+        if threads::revoked(&t.tx, thread, run)? {
+            return Err(Code::RunRevoked);
+        }
+        if threads::holder(&t.tx, thread)?.is_some() {
+            return Err(Code::ThreadAlreadyHeld);
+        }
+        let at = threads::insert_claim(t, business, &threads::ClaimRow::own(thread, run, "claim"))?;
+        Ok(
+            json!({"business": business, "role": role, "run": run, "thread": thread,
+                  "op": "claim", "at": at}),
+        )
+    })
+}
+
 fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
+    if let Some(thread) = core.run_thread(business, run) {
+        return core.store.write(|t| {
+            if threads::holder(&t.tx, &thread)?.as_deref() != Some(run) {
+                return Err(Code::NotHolder);
+            }
+            let at = threads::insert_claim(
+                t,
+                business,
+                &threads::ClaimRow::own(&thread, run, "release"),
+            )?;
+            Ok(
+                json!({"business": business, "role": role, "run": run, "thread": thread,
+                      "op": "release", "at": at}),
+            )
+        });
+    }
     core.store.write(|t| {
         if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);

@@ -1,0 +1,458 @@
+//! Projects and threads (schema 3e): the writers for `projects`, `threads`,
+//! `thread_claims`, `message_threads` and `thread_opens`, and the lookups
+//! the thread verbs, thread runs and the launcher's ops make.
+//!
+//! A message's thread is its `message_threads` row. A run holds at most one
+//! thread: the thread whose latest claim row is that run's `claim`.
+
+use super::messages::{message_json, MESSAGE_COLUMNS};
+use super::{map_sql_error, Tx};
+use crate::error::Code;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+fn sql(e: rusqlite::Error) -> Code {
+    map_sql_error(&e)
+}
+
+/// A stored thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    pub id: String,
+    pub business: String,
+    pub project: String,
+    pub instance: String,
+    pub user: String,
+    pub name: String,
+    pub at: String,
+}
+
+/// Appends a project; returns its `at`.
+pub fn insert_project(
+    t: &mut Tx<'_>,
+    business: &str,
+    id: &str,
+    name: &str,
+    repo: Option<&str>,
+    by: &str,
+) -> Result<String, Code> {
+    t.tokens.check_all(&[Some(name), repo, Some(by)])?;
+    let at = t.now();
+    t.tx.prepare_cached(
+        "INSERT INTO projects(id, business, name, repo, by, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| s.execute(params![id, business, name, repo, by, at]))
+    .map_err(sql)?;
+    Ok(at)
+}
+
+/// True when the business has a project of that name.
+pub fn project_named(conn: &Connection, business: &str, name: &str) -> Result<bool, Code> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE business = ?1 AND name = ?2)")
+        .and_then(|mut s| s.query_row(params![business, name], |r| r.get(0)))
+        .map_err(sql)
+}
+
+/// True when `id` is a project of the business.
+pub fn project_exists(conn: &Connection, business: &str, id: &str) -> Result<bool, Code> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE id = ?1 AND business = ?2)")
+        .and_then(|mut s| s.query_row(params![id, business], |r| r.get(0)))
+        .map_err(sql)
+}
+
+/// The business's projects, oldest first.
+pub fn projects(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+    let mut s = conn
+        .prepare_cached(
+            "SELECT id, name, repo, by, at FROM projects WHERE business = ?1 ORDER BY seq",
+        )
+        .map_err(sql)?;
+    let rows = s
+        .query_map([business], |r| {
+            Ok(json!({
+                "id": r.get::<_, String>(0)?,
+                "name": r.get::<_, String>(1)?,
+                "repo": r.get::<_, Option<String>>(2)?,
+                "by": r.get::<_, String>(3)?,
+                "at": r.get::<_, String>(4)?,
+            }))
+        })
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
+/// Appends a thread; returns its `at`.
+pub fn insert_thread(t: &mut Tx<'_>, th: &Thread) -> Result<String, Code> {
+    t.tokens
+        .check_all(&[Some(&th.name), Some(&th.user), Some(&th.instance)])?;
+    let at = t.now();
+    t.tx.prepare_cached(
+        "INSERT INTO threads(id, business, project, instance, user, name, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            th.id,
+            th.business,
+            th.project,
+            th.instance,
+            th.user,
+            th.name,
+            at
+        ])
+    })
+    .map_err(sql)?;
+    Ok(at)
+}
+
+/// True when the project has a thread of that name.
+pub fn thread_named(conn: &Connection, project: &str, name: &str) -> Result<bool, Code> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM threads WHERE project = ?1 AND name = ?2)")
+        .and_then(|mut s| s.query_row(params![project, name], |r| r.get(0)))
+        .map_err(sql)
+}
+
+/// A thread of the business by id.
+pub fn thread(conn: &Connection, business: &str, id: &str) -> Result<Option<Thread>, Code> {
+    conn.prepare_cached(
+        "SELECT id, business, project, instance, user, name, at FROM threads
+         WHERE id = ?1 AND business = ?2",
+    )
+    .and_then(|mut s| s.query_row(params![id, business], thread_row).optional())
+    .map_err(sql)
+}
+
+fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Thread> {
+    Ok(Thread {
+        id: r.get(0)?,
+        business: r.get(1)?,
+        project: r.get(2)?,
+        instance: r.get(3)?,
+        user: r.get(4)?,
+        name: r.get(5)?,
+        at: r.get(6)?,
+    })
+}
+
+/// A user's threads in the business (of one project, when given), oldest first.
+pub fn threads_of(
+    conn: &Connection,
+    business: &str,
+    user: &str,
+    project: Option<&str>,
+) -> Result<Vec<Value>, Code> {
+    let mut s = conn
+        .prepare_cached(
+            "SELECT id, project, instance, name, at FROM threads
+             WHERE business = ?1 AND user = ?2 AND (?3 IS NULL OR project = ?3) ORDER BY seq",
+        )
+        .map_err(sql)?;
+    let rows = s
+        .query_map(params![business, user, project], |r| {
+            Ok(json!({
+                "id": r.get::<_, String>(0)?,
+                "project": r.get::<_, String>(1)?,
+                "instance": r.get::<_, String>(2)?,
+                "name": r.get::<_, String>(3)?,
+                "at": r.get::<_, String>(4)?,
+            }))
+        })
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
+/// Appends a thread open; returns its `at`.
+pub fn insert_open(t: &mut Tx<'_>, thread: &str, by: &str) -> Result<String, Code> {
+    t.tokens.check_all(&[Some(by)])?;
+    let at = t.now();
+    t.tx.prepare_cached("INSERT INTO thread_opens(thread, by, at) VALUES (?1, ?2, ?3)")
+        .and_then(|mut s| s.execute(params![thread, by, at]))
+        .map_err(sql)?;
+    Ok(at)
+}
+
+/// A claim, release or revoke of a thread.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRow<'a> {
+    pub thread: &'a str,
+    pub run: &'a str,
+    pub op: &'a str,
+    pub decision: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub by: Option<&'a str>,
+}
+
+impl<'a> ClaimRow<'a> {
+    /// A run claiming or releasing its thread itself.
+    pub fn own(thread: &'a str, run: &'a str, op: &'a str) -> ClaimRow<'a> {
+        ClaimRow {
+            thread,
+            run,
+            op,
+            decision: None,
+            reason: None,
+            by: Some(run),
+        }
+    }
+}
+
+/// Appends a thread claim row; returns its `at`.
+pub fn insert_claim(t: &mut Tx<'_>, business: &str, c: &ClaimRow<'_>) -> Result<String, Code> {
+    t.tokens
+        .check_all(&[Some(c.run), Some(c.op), c.decision, c.reason, c.by])?;
+    let at = t.now();
+    t.tx.prepare_cached(
+        "INSERT INTO thread_claims(business, thread, run, op, decision, reason, by, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            business, c.thread, c.run, c.op, c.decision, c.reason, c.by, at
+        ])
+    })
+    .map_err(sql)?;
+    Ok(at)
+}
+
+/// The run holding a thread, if any.
+pub fn holder(conn: &Connection, thread: &str) -> Result<Option<String>, Code> {
+    conn.prepare_cached(
+        "SELECT op, run FROM thread_claims WHERE thread = ?1 ORDER BY seq DESC LIMIT 1",
+    )
+    .and_then(|mut s| {
+        s.query_row([thread], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .optional()
+    })
+    .map_err(sql)
+    .map(|o| o.and_then(|(op, run)| (op == "claim").then_some(run)))
+}
+
+/// The thread `run` holds now in the business, if any.
+pub fn held_by(conn: &Connection, business: &str, run: &str) -> Result<Option<String>, Code> {
+    conn.prepare_cached(
+        "SELECT c.thread FROM thread_claims c
+         WHERE c.run = ?1 AND c.business = ?2 AND c.op = 'claim'
+           AND c.seq = (SELECT max(seq) FROM thread_claims d WHERE d.thread = c.thread)",
+    )
+    .and_then(|mut s| s.query_row(params![run, business], |r| r.get(0)).optional())
+    .map_err(sql)
+}
+
+/// The thread `run` ever claimed (a run claims at most one), held or not.
+pub fn of_run(conn: &Connection, business: &str, run: &str) -> Result<Option<String>, Code> {
+    conn.prepare_cached(
+        "SELECT thread FROM thread_claims WHERE run = ?1 AND business = ?2 AND op = 'claim'
+         ORDER BY seq LIMIT 1",
+    )
+    .and_then(|mut s| s.query_row(params![run, business], |r| r.get(0)).optional())
+    .map_err(sql)
+}
+
+/// True when `run` was revoked from `thread`.
+pub fn revoked(conn: &Connection, thread: &str, run: &str) -> Result<bool, Code> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM thread_claims WHERE run = ?1 AND thread = ?2 AND op = 'revoke')",
+    )
+    .and_then(|mut s| s.query_row(params![run, thread], |r| r.get(0)))
+    .map_err(sql)
+}
+
+/// Every thread of `instance` (made by `user`, when given) whose latest
+/// claim is held, with its holder, oldest thread first.
+pub fn held_threads(
+    conn: &Connection,
+    business: &str,
+    instance: &str,
+    user: Option<&str>,
+) -> Result<Vec<(String, String)>, Code> {
+    let mut s = conn
+        .prepare_cached(
+            "SELECT t.id, c.run FROM threads t JOIN thread_claims c ON c.thread = t.id
+             WHERE t.business = ?1 AND t.instance = ?2 AND (?3 IS NULL OR t.user = ?3)
+               AND c.op = 'claim'
+               AND c.seq = (SELECT max(seq) FROM thread_claims d WHERE d.thread = t.id)
+             ORDER BY t.seq",
+        )
+        .map_err(sql)?;
+    let rows = s
+        .query_map(params![business, instance, user], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
+/// Files a message under a thread; returns its `at`.
+pub fn file_message(t: &mut Tx<'_>, message: &str, thread: &str) -> Result<String, Code> {
+    let at = t.now();
+    t.tx.prepare_cached("INSERT INTO message_threads(message, thread, at) VALUES (?1, ?2, ?3)")
+        .and_then(|mut s| s.execute(params![message, thread, at]))
+        .map_err(sql)?;
+    Ok(at)
+}
+
+/// The thread a message is filed under, if any.
+pub fn of_message(conn: &Connection, message: &str) -> Result<Option<String>, Code> {
+    conn.prepare_cached("SELECT thread FROM message_threads WHERE message = ?1")
+        .and_then(|mut s| s.query_row([message], |r| r.get(0)).optional())
+        .map_err(sql)
+}
+
+/// Walks the `in_reply_to` chain from `start` (itself included) to the
+/// nearest message filed under a thread, and returns that thread. The walk
+/// ends where the chain does (every reply names an earlier message, so it
+/// cannot loop).
+pub fn reply_chain_thread(
+    conn: &Connection,
+    business: &str,
+    start: &str,
+) -> Result<Option<Thread>, Code> {
+    let mut at = Some(start.to_string());
+    while let Some(id) = at {
+        if let Some(th) = of_message(conn, &id)? {
+            return thread(conn, business, &th);
+        }
+        at = conn
+            .prepare_cached("SELECT in_reply_to FROM messages WHERE id = ?1 AND business = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![id, business], |r| r.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map_err(sql)?
+            .flatten();
+    }
+    Ok(None)
+}
+
+/// Up to `limit` messages of `thread` to `instance` not yet delivered,
+/// oldest first (the thread run's `message.receive`).
+pub fn undelivered(
+    conn: &Connection,
+    thread: &str,
+    instance: &str,
+    limit: usize,
+) -> Result<Vec<Value>, Code> {
+    let text = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM message_threads mt JOIN messages m ON m.id = mt.message
+         WHERE mt.thread = ?1 AND m.to_role = ?2
+           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message = m.id)
+         ORDER BY mt.seq LIMIT ?3"
+    );
+    let mut s = conn.prepare_cached(&text).map_err(sql)?;
+    let rows = s
+        .query_map(
+            params![thread, instance, i64::try_from(limit).unwrap_or(100)],
+            message_json,
+        )
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
+/// A message's place in a thread (its `message_threads.seq`), if it is in it.
+pub fn place(conn: &Connection, thread: &str, message: &str) -> Result<Option<i64>, Code> {
+    conn.prepare_cached("SELECT seq FROM message_threads WHERE thread = ?1 AND message = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![thread, message], |r| r.get(0))
+                .optional()
+        })
+        .map_err(sql)
+}
+
+/// Up to `limit` messages of a thread after place `after`, oldest first,
+/// each with its thread; and whether more follow.
+pub fn messages(
+    conn: &Connection,
+    thread: &str,
+    after: i64,
+    limit: usize,
+) -> Result<(Vec<Value>, bool), Code> {
+    let text = format!(
+        "SELECT {MESSAGE_COLUMNS}, mt.thread FROM message_threads mt JOIN messages m ON m.id = mt.message
+         WHERE mt.thread = ?1 AND mt.seq > ?2 ORDER BY mt.seq LIMIT ?3"
+    );
+    let mut s = conn.prepare_cached(&text).map_err(sql)?;
+    let want = i64::try_from(limit).unwrap_or(50).saturating_add(1);
+    let rows = s
+        .query_map(params![thread, after, want], |r| {
+            let mut v = message_json(r)?;
+            v["thread"] = json!(r.get::<_, String>(12)?);
+            Ok(v)
+        })
+        .map_err(sql)?;
+    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)?;
+    let more = out.len() > limit;
+    out.truncate(limit);
+    Ok((out, more))
+}
+
+/// `(pending, unread)` of a thread: messages to its instance not yet
+/// delivered, and those delivered to `holder` and not yet read. A message
+/// delivered to a run that no longer holds the thread (stranded) counts as
+/// neither.
+pub fn counts(
+    conn: &Connection,
+    thread: &str,
+    instance: &str,
+    holder: Option<&str>,
+) -> Result<(i64, i64), Code> {
+    conn.prepare_cached(
+        "SELECT
+           count(*) FILTER (WHERE d.message IS NULL),
+           count(*) FILTER (WHERE d.run = ?3 AND NOT EXISTS
+             (SELECT 1 FROM read_receipts r WHERE r.message = m.id))
+         FROM message_threads mt JOIN messages m ON m.id = mt.message
+           LEFT JOIN deliveries d ON d.message = m.id
+         WHERE mt.thread = ?1 AND m.to_role = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![thread, instance, holder], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+    })
+    .map_err(sql)
+}
+
+/// The launcher's view of every thread of the business (`threadsState`).
+pub fn state(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+    let mut s = conn
+        .prepare_cached(
+            "SELECT t.id, t.instance,
+               (SELECT max(at) FROM message_threads mt WHERE mt.thread = t.id),
+               (SELECT max(at) FROM thread_opens o WHERE o.thread = t.id),
+               (SELECT at FROM thread_claims c WHERE c.thread = t.id AND c.op = 'claim'
+                  ORDER BY seq DESC LIMIT 1)
+             FROM threads t WHERE t.business = ?1 ORDER BY t.seq",
+        )
+        .map_err(sql)?;
+    let rows = s
+        .query_map([business], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .map_err(sql)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(sql)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, instance, last_message, last_open, last_claim) in rows {
+        let h = holder(conn, &id)?;
+        let (pending, unread) = counts(conn, &id, &instance, h.as_deref())?;
+        out.push(json!({
+            "thread": id,
+            "instance": instance,
+            "pending": pending,
+            "unread": unread,
+            "lastMessage": last_message,
+            "lastOpen": last_open,
+            "lastClaim": last_claim,
+            "holder": h,
+        }));
+    }
+    Ok(out)
+}

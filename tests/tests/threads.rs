@@ -1,0 +1,605 @@
+//! Projects and threads (3i row 121, issue 20) through the real broker: a
+//! `mosaic-bus` child on a socketpair, the human through the real static
+//! shim and the real proof helper, thread runs bound to real processes.
+//!
+//! The human's shim runs detached with a clean environment (`setsid -f env
+//! -i`, the spec's accepted trust limit), as in `human.rs`: the suite may
+//! itself run under an agent whose markers the proof refuses.
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// acme: one thread instance (`helper`), a chief of staff who launches and
+/// may end roles with a reason, a pm. solo: no thread instance. duo: two.
+fn businesses(human: &str, second_assistant: bool) -> Value {
+    let role = |def: &str, within: Value| {
+        json!({"definition": def,
+        "authority": {"withinRole": within, "crossRole": []}})
+    };
+    let mut acme = json!({
+        "id": "acme", "human": human,
+        "arbiters": {"technical": "pm", "delivery": "pm"},
+        "roles": {
+            "chief": role("chief-of-staff", json!(["message.send", "role.end"])),
+            "helper": role("assistant", json!(["message.send"])),
+            "pm": role("pm", json!(["message.send"])),
+        },
+        "launch": {"by": "chief", "instances": ["pm", "helper"]},
+        "projects": {"site": {"repo": "/srv/records/site"}},
+    });
+    if second_assistant {
+        acme["roles"]["helper2"] = role("assistant", json!(["message.send"]));
+    }
+    json!({
+        "acme": acme,
+        "solo": {"id": "solo", "human": "Sol",
+                 "arbiters": {"technical": "pm", "delivery": "pm"},
+                 "roles": {"pm": role("pm", json!(["message.send"]))}},
+        "duo": {"id": "duo", "human": "Dee",
+                "arbiters": {"technical": "a1", "delivery": "a1"},
+                "roles": {"a1": role("assistant", json!([])), "a2": role("assistant", json!([]))}},
+    })
+}
+
+fn boot(root: &Path, human: &str, second_assistant: bool) -> Broker {
+    let (b, reply) = Broker::spawn(
+        root,
+        json!({"dataRoot": root.to_str().expect("utf-8"),
+               "businesses": businesses(human, second_assistant),
+               "readers": ["acme"]}),
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    b
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A human's shim holds no capability; drop the bounding set a root test
+/// runner passes down.
+fn drop_bounding_set() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    Ok(())
+}
+
+/// The human, through `mosaic-human-cli`, detached and clean.
+struct Human {
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+    n: std::cell::Cell<u32>,
+}
+
+impl Human {
+    fn new(b: &Broker) -> Human {
+        let dir = tempfile::Builder::new()
+            .prefix("mosaic-threads-")
+            .tempdir()
+            .expect("dir");
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        Human {
+            socket: b.socket.clone(),
+            dir,
+            n: std::cell::Cell::new(0),
+        }
+    }
+
+    /// One request as `business`'s human; the whole reply.
+    fn call_in(&self, business: &str, verb: &str, args: Value) -> Value {
+        let i = self.n.get() + 1;
+        self.n.set(i);
+        let input = self.dir.path().join(format!("{i}.in"));
+        let out = self.dir.path().join(format!("{i}.out"));
+        std::fs::write(
+            &input,
+            json!({"business": business, "verb": verb, "args": args}).to_string(),
+        )
+        .expect("write request");
+        let q = |p: &Path| sh_quote(p.to_str().expect("utf-8"));
+        let script = format!(
+            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
+            sh_quote(bin("mosaic-human-cli").to_str().expect("utf-8")),
+            sh_quote(self.socket.to_str().expect("utf-8")),
+            q(&input),
+            o = q(&out),
+        );
+        let mut cmd = Command::new("setsid");
+        cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only prctl between fork and exec.
+        unsafe { cmd.pre_exec(drop_bounding_set) };
+        let mut child = cmd.spawn().expect("spawn the shim");
+        let end = Instant::now() + Duration::from_secs(20);
+        let reply = loop {
+            if let Ok(s) = std::fs::read_to_string(&out) {
+                break s;
+            }
+            assert!(Instant::now() < end, "the shim never answered {verb}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = child.wait();
+        serde_json::from_str(reply.trim()).expect("reply is JSON")
+    }
+
+    fn call(&self, verb: &str, args: Value) -> Value {
+        self.call_in("acme", verb, args)
+    }
+
+    fn ok(&self, verb: &str, args: Value) -> Value {
+        res(&self.call(verb, args.clone())).clone()
+    }
+}
+
+fn thread_launch(role: &str, run: &str, pid: u32, thread: &str) -> Value {
+    let mut l = launch(role, run, pid);
+    l["thread"] = json!(thread);
+    l
+}
+
+fn bind_thread(b: &mut Broker, run: &str, pid: u32, thread: &str) -> String {
+    let r = b.op(json!({"op": "bindLaunch", "record": thread_launch("helper", run, pid, thread)}));
+    assert_eq!(r["ok"], json!(true), "bind: {r}");
+    r["launch"]["cap"].as_str().expect("cap").to_string()
+}
+
+fn state_of(b: &mut Broker, thread: &str) -> Value {
+    let r = b.op(json!({"op": "threadsState", "business": "acme"}));
+    let all = res(&r).as_array().expect("list").clone();
+    all.into_iter()
+        .find(|s| s["thread"] == json!(thread))
+        .expect("the thread is listed")
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .expect("list")
+        .iter()
+        .map(|m| m["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+fn count(root: &Path, sql: &str) -> i64 {
+    db(root).query_row(sql, [], |r| r.get(0)).expect("count")
+}
+
+#[test]
+fn the_human_makes_projects_and_threads_and_talks_in_them() {
+    let root = data_root();
+    let mut b = boot(root.path(), "Ada", false);
+    let h = Human::new(&b);
+
+    // Projects: by name once per business; repo names one of its projects.
+    let p = h.ok("project.create", json!({"name": "Site", "repo": "site"}));
+    let project = p["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        err(&h.call("project.create", json!({"name": "Site"}))),
+        "project-exists"
+    );
+    assert_eq!(
+        err(&h.call("project.create", json!({"name": "Other", "repo": "nope"}))),
+        "unknown-repo"
+    );
+    assert_eq!(
+        err(&h.call("project.create", json!({"name": ""}))),
+        "invalid-request"
+    );
+    assert_eq!(
+        err(&h.call("project.create", json!({"name": "X", "extra": 1}))),
+        "invalid-request"
+    );
+    h.ok("project.create", json!({"name": "Back office"}));
+    let list = h.ok("project.list", json!({}));
+    assert_eq!(list[0]["name"], json!("Site"));
+    assert_eq!(list[0]["repo"], json!("site"));
+    assert_eq!(list[1]["name"], json!("Back office"));
+    assert_eq!(list[1]["repo"], Value::Null);
+
+    // Threads: in a known project, by name once per project, for the one
+    // thread instance.
+    assert_eq!(
+        err(&h.call(
+            "thread.create",
+            json!({"project": "no-such", "name": "Plans"})
+        )),
+        "project-not-found"
+    );
+    let t = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Plans"}),
+    );
+    assert_eq!(t["instance"], json!("helper"));
+    let thread = t["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        err(&h.call(
+            "thread.create",
+            json!({"project": project, "name": "Plans"})
+        )),
+        "thread-exists"
+    );
+    let solo = h.call_in("solo", "project.create", json!({"name": "S"}));
+    let solo_project = res(&solo)["id"].clone();
+    assert_eq!(
+        err(&h.call_in(
+            "solo",
+            "thread.create",
+            json!({"project": solo_project, "name": "T"})
+        )),
+        "thread-instance-missing"
+    );
+    let duo = h.call_in("duo", "project.create", json!({"name": "D"}));
+    let duo_project = res(&duo)["id"].clone();
+    assert_eq!(
+        err(&h.call_in(
+            "duo",
+            "thread.create",
+            json!({"project": duo_project, "name": "T"})
+        )),
+        "thread-instance-ambiguous"
+    );
+    // Another business's project is not found here.
+    assert_eq!(
+        err(&h.call(
+            "thread.create",
+            json!({"project": solo_project, "name": "T"})
+        )),
+        "project-not-found"
+    );
+    let second = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Budget"}),
+    );
+    let listed = h.ok("thread.list", json!({}));
+    assert_eq!(
+        ids(&listed),
+        [thread.clone(), second["id"].as_str().unwrap().to_string()]
+    );
+    assert_eq!(listed[0]["name"], json!("Plans"));
+    assert_eq!(listed[0]["project"], json!(project));
+    assert_eq!(
+        ids(&h.ok("thread.list", json!({"project": project}))).len(),
+        2
+    );
+    assert_eq!(
+        err(&h.call("thread.list", json!({"project": "nope"}))),
+        "project-not-found"
+    );
+
+    // Opens and messages.
+    let opened = h.ok("thread.open", json!({"thread": thread}));
+    assert!(opened["opened"].is_string(), "{opened}");
+    assert_eq!(
+        err(&h.call("thread.open", json!({"thread": "nope"}))),
+        "thread-not-found"
+    );
+    let sent = h.ok(
+        "thread.send",
+        json!({"thread": thread, "body": "Draft the plan", "class": "REQUEST"}),
+    );
+    assert!(sent["request"].is_string());
+    assert_eq!(
+        err(&h.call(
+            "thread.send",
+            json!({"thread": thread, "body": "x", "class": "NOPE"})
+        )),
+        "invalid-class"
+    );
+    assert_eq!(
+        err(&h.call("thread.send", json!({"thread": "nope", "body": "x"}))),
+        "thread-not-found"
+    );
+    // The human reaches the thread instance only through thread.send.
+    assert_eq!(
+        err(&h.call("message.send", json!({"to": "helper", "body": "hi"}))),
+        "thread-required-use-thread-send"
+    );
+    for i in 0..3 {
+        h.ok(
+            "thread.send",
+            json!({"thread": thread, "body": format!("more {i}")}),
+        );
+    }
+    let page = h.ok("thread.messages", json!({"thread": thread, "limit": 2}));
+    let first = ids(&page["messages"]);
+    assert_eq!(first[0], sent["id"].as_str().unwrap());
+    assert_eq!(page["messages"][0]["thread"], json!(thread));
+    assert_eq!(page["messages"][0]["request"], sent["request"]);
+    assert_eq!(page["next"], json!(first[1]));
+    let rest = h.ok(
+        "thread.messages",
+        json!({"thread": thread, "after": page["next"]}),
+    );
+    assert_eq!(ids(&rest["messages"]).len(), 2);
+    assert_eq!(rest["next"], Value::Null);
+    assert_eq!(
+        err(&h.call(
+            "thread.messages",
+            json!({"thread": thread, "after": "nope"})
+        )),
+        "message-not-found"
+    );
+    for bad in [json!(0), json!(201), json!("5")] {
+        assert_eq!(
+            err(&h.call("thread.messages", json!({"thread": thread, "limit": bad}))),
+            "invalid-request"
+        );
+    }
+    // No other thread's message is a cursor here.
+    let other = h.ok(
+        "thread.send",
+        json!({"thread": second["id"], "body": "elsewhere"}),
+    );
+    assert_eq!(
+        err(&h.call(
+            "thread.messages",
+            json!({"thread": thread, "after": other["id"]})
+        )),
+        "message-not-found"
+    );
+
+    // Human-only verbs: a role and a reader are refused.
+    let pm = sleeper();
+    let cap = b.bind("pm", "pm-1", pm.id());
+    for verb in [
+        "project.create",
+        "project.list",
+        "thread.create",
+        "thread.list",
+        "thread.open",
+        "thread.send",
+        "thread.messages",
+    ] {
+        assert_eq!(
+            err(&b.call(&cap, verb, json!({}))),
+            "human-required",
+            "{verb}"
+        );
+        assert_eq!(
+            err(&b.call(&b.reader_cap(), verb, json!({}))),
+            "human-required",
+            "{verb}"
+        );
+    }
+    assert_eq!(count(root.path(), "SELECT count(*) FROM thread_opens"), 1);
+    assert_eq!(
+        count(root.path(), "SELECT count(*) FROM message_threads"),
+        5
+    );
+    b.close();
+
+    // Another user's thread: the business's human changed.
+    let mut b = boot(root.path(), "Ben", false);
+    let ben = Human::new(&b);
+    for (verb, args) in [
+        ("thread.open", json!({"thread": thread})),
+        ("thread.send", json!({"thread": thread, "body": "mine?"})),
+        ("thread.messages", json!({"thread": thread})),
+    ] {
+        assert_eq!(err(&ben.call(verb, args)), "thread-not-owned", "{verb}");
+    }
+    assert_eq!(ben.ok("thread.list", json!({})), json!([]));
+    let _ = b.op(json!({"op": "close"}));
+}
+
+#[test]
+fn thread_runs_claim_their_thread_receive_only_it_and_idle_out() {
+    let root = data_root();
+    let mut b = boot(root.path(), "Ada", false);
+    let h = Human::new(&b);
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let thread = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Plans"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Budget"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let asked = h.ok(
+        "thread.send",
+        json!({"thread": thread, "body": "Draft the plan"}),
+    );
+    h.ok(
+        "thread.send",
+        json!({"thread": other, "body": "Not for run one"}),
+    );
+
+    // bindLaunch: the thread instance needs a thread of its own; no other role names one.
+    let p1 = sleeper();
+    let bind = |b: &mut Broker, rec: Value| b.op(json!({"op": "bindLaunch", "record": rec}));
+    assert_eq!(
+        err(&bind(&mut b, launch("helper", "h-0", p1.id()))),
+        "thread-required"
+    );
+    assert_eq!(
+        err(&bind(
+            &mut b,
+            thread_launch("helper", "h-0", p1.id(), "no-such")
+        )),
+        "thread-not-found"
+    );
+    assert_eq!(
+        err(&bind(&mut b, thread_launch("pm", "pm-0", p1.id(), &thread))),
+        "thread-not-allowed"
+    );
+    let s = state_of(&mut b, &thread);
+    assert_eq!(
+        (&s["pending"], &s["unread"], &s["holder"], &s["instance"]),
+        (&json!(1), &json!(0), &Value::Null, &json!("helper"))
+    );
+    assert!(s["lastMessage"].is_string() && s["lastClaim"].is_null() && s["lastOpen"].is_null());
+
+    let h1 = bind_thread(&mut b, "h-1", p1.id(), &thread);
+    let claim = res(&b.call(&h1, "role.claim", Value::Null)).clone();
+    assert_eq!(
+        (&claim["thread"], &claim["op"]),
+        (&json!(thread), &json!("claim"))
+    );
+    // One run per thread, and a run holds one thread.
+    let p2 = sleeper();
+    let h2 = bind_thread(&mut b, "h-2", p2.id(), &thread);
+    assert_eq!(
+        err(&b.call(&h2, "role.claim", Value::Null)),
+        "thread-already-held"
+    );
+    assert_eq!(
+        err(&b.call(&h1, "role.claim", Value::Null)),
+        "thread-already-held"
+    );
+    assert_eq!(count(root.path(), "SELECT count(*) FROM role_claims"), 0);
+
+    // It receives its own thread's messages only.
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), [asked["id"].as_str().unwrap()]);
+    assert_eq!(got["messages"][0]["request"], asked["request"]);
+    let s = state_of(&mut b, &thread);
+    assert_eq!(
+        (&s["pending"], &s["unread"], &s["holder"]),
+        (&json!(0), &json!(1), &json!("h-1"))
+    );
+    assert_eq!(state_of(&mut b, &other)["pending"], json!(1));
+
+    // Its messages are in its thread; another role answers it in reply.
+    let to_chief = res(&b.call(
+        &h1,
+        "message.send",
+        json!({"to": "chief", "body": "Need a pm"}),
+    ))
+    .clone();
+    let to_human = res(&b.call(
+        &h1,
+        "message.send",
+        json!({"to": "human", "body": "Working on it"}),
+    ))
+    .clone();
+    assert!(to_human.get("waiting").is_none());
+    let pc = sleeper();
+    let chief = b.bind("chief", "chief-1", pc.id());
+    res(&b.call(&chief, "role.claim", Value::Null));
+    let chief_got = res(&b.call(&chief, "message.receive", Value::Null)).clone();
+    assert_eq!(
+        ids(&chief_got["messages"]),
+        [to_chief["id"].as_str().unwrap()]
+    );
+    assert_eq!(
+        err(&b.call(
+            &chief,
+            "message.send",
+            json!({"to": "helper", "body": "no thread"})
+        )),
+        "thread-required-reply-to-thread-message"
+    );
+    let pp = sleeper();
+    let pm = b.bind("pm", "pm-1", pp.id());
+    res(&b.call(&pm, "role.claim", Value::Null));
+    let unthreaded =
+        res(&b.call(&pm, "message.send", json!({"to": "chief", "body": "hello"}))).clone();
+    assert_eq!(
+        err(&b.call(
+            &chief,
+            "message.send",
+            json!({"to": "helper", "body": "x", "in_reply_to": unthreaded["id"]})
+        )),
+        "thread-required-reply-to-thread-message"
+    );
+    // A reply to a reply still finds the thread at the chain's root.
+    let chief_to_pm = res(&b.call(
+        &chief,
+        "message.send",
+        json!({"to": "pm", "body": "Can you?", "in_reply_to": to_chief["id"]}),
+    ))
+    .clone();
+    let pm_back = res(&b.call(
+        &pm,
+        "message.send",
+        json!({"to": "chief", "body": "Yes", "in_reply_to": chief_to_pm["id"]}),
+    ))
+    .clone();
+    let reply = res(&b.call(
+        &chief,
+        "message.send",
+        json!({"to": "helper", "body": "A pm is on it", "in_reply_to": pm_back["id"]}),
+    ))
+    .clone();
+    assert!(reply.get("waiting").is_none(), "{reply}");
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), [reply["id"].as_str().unwrap()]);
+    let in_thread = h.ok("thread.messages", json!({"thread": thread}));
+    assert_eq!(
+        ids(&in_thread["messages"]),
+        [
+            asked["id"].as_str().unwrap(),
+            to_chief["id"].as_str().unwrap(),
+            to_human["id"].as_str().unwrap(),
+            reply["id"].as_str().unwrap()
+        ]
+    );
+
+    // Idle: not while something is unread; then released, and a new message waits.
+    let r = b.op(json!({"op": "threadIdle", "business": "acme", "thread": thread, "run": "h-1"}));
+    assert_eq!(
+        res(&r),
+        &json!({"released": false, "pending": 0, "unread": 2})
+    );
+    for m in [&asked["id"], &reply["id"]] {
+        res(&b.call(&h1, "message.read", json!({"id": m})));
+    }
+    let r = b.op(json!({"op": "threadIdle", "business": "acme", "thread": thread, "run": "h-2"}));
+    assert_eq!(err(&r), "not-holder");
+    let r = b.op(json!({"op": "threadIdle", "business": "acme", "thread": thread, "run": "h-1"}));
+    assert_eq!(res(&r), &json!({"released": true}));
+    assert_eq!(
+        err(&b.call(&h1, "message.receive", Value::Null)),
+        "not-holder"
+    );
+    assert_eq!(err(&b.call(&h1, "role.release", Value::Null)), "not-holder");
+    h.ok(
+        "thread.send",
+        json!({"thread": thread, "body": "One more thing"}),
+    );
+    let s = state_of(&mut b, &thread);
+    assert_eq!((&s["pending"], &s["holder"]), (&json!(1), &Value::Null));
+
+    // The next run takes the thread; its end releases the claim, and what
+    // it received unread is stranded: neither pending nor unread.
+    res(&b.call(&h2, "role.claim", Value::Null));
+    let got = res(&b.call(&h2, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]).len(), 1);
+    let r = b.op(
+        json!({"op": "endLaunch", "record": {"business": "acme", "run": "h-2", "reason": "done"}}),
+    );
+    assert_eq!(res(&r)["released"], json!(true));
+    let s = state_of(&mut b, &thread);
+    assert_eq!(
+        (&s["pending"], &s["unread"], &s["holder"]),
+        (&json!(0), &json!(0), &Value::Null)
+    );
+    let r = b.op(json!({"op": "threadIdle", "business": "acme", "thread": thread, "run": "h-2"}));
+    assert_eq!(err(&r), "run-ended");
+    assert_eq!(
+        count(
+            root.path(),
+            "SELECT count(*) FROM thread_claims WHERE op = 'release'"
+        ),
+        2
+    );
+    let _ = b.op(json!({"op": "close"}));
+}
