@@ -2,7 +2,12 @@
 //! (or docs) and fails when a boundary `docs/architecture.md` states is
 //! crossed.
 //!
-//! - The README lists every refusal code.
+//! - The README lists every refusal code; the code tables of `README.md`
+//!   ("Refusal codes") and `docs/operations.md` ("Codes") list exactly the
+//!   codes of `broker/src/error.rs`, each once.
+//! - `.ci/run` runs exactly the README's test command.
+//! - `docs/architecture.md` names every source file of every crate, in
+//!   that crate's section.
 //! - Every source file starts with a `//!` doc line.
 //! - Only `broker/src/store/` (and, offline, the migrator crate) holds SQL:
 //!   no SQL statement text and no rusqlite statement call anywhere else in
@@ -441,5 +446,147 @@ fn the_writer_side_takes_no_lock_and_reads_no_proc() {
         found.is_empty(),
         "writer-side code that can wait on the I/O side or read /proc:\n{}",
         found.join("\n")
+    );
+}
+
+/// The codes a markdown file's code table lists: the first cell of every
+/// table row under the `## heading` section (up to the next `## `), when it
+/// is one backticked word.
+fn table_codes(file: &str, heading: &str) -> Vec<String> {
+    let text = fs::read_to_string(root().join(file)).expect("read doc");
+    let mut lines = text.lines().skip_while(|l| l.trim() != heading);
+    assert!(lines.next().is_some(), "{file} has no {heading:?} section");
+    lines
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| {
+            let first = l.strip_prefix("| `")?;
+            let (code, rest) = first.split_once('`')?;
+            rest.trim_start().starts_with('|').then(|| code.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_code_tables_list_exactly_the_codes_of_error_rs() {
+    let all: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    let mut wrong = Vec::new();
+    for (file, heading) in [
+        ("README.md", "## Refusal codes"),
+        ("docs/operations.md", "## Codes"),
+    ] {
+        let listed = table_codes(file, heading);
+        for c in &all {
+            match listed.iter().filter(|l| l == c).count() {
+                1 => {}
+                0 => wrong.push(format!("{file}: `{c}` is missing")),
+                n => wrong.push(format!("{file}: `{c}` is listed {n} times")),
+            }
+        }
+        for l in &listed {
+            if !all.contains(&l.as_str()) {
+                wrong.push(format!("{file}: `{l}` is no code of error.rs"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = fs::read_to_string(root().join("README.md")).expect("README");
+    let mut lines = readme.lines().skip_while(|l| l.trim() != "## Test");
+    let command = lines
+        .by_ref()
+        .skip_while(|l| !l.starts_with("```"))
+        .nth(1)
+        .expect("a command block under ## Test")
+        .trim()
+        .to_string();
+    let ci = fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let last = ci
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .expect("a command in .ci/run");
+    assert_eq!(last, command, ".ci/run's command is the README's");
+    for step in [
+        "cargo fmt --all --check",
+        "cargo clippy --all-targets",
+        "-D warnings",
+        "cargo test --workspace",
+    ] {
+        assert!(command.contains(step), "the test command runs {step}");
+    }
+}
+
+/// The text of `doc`'s section whose `### ` heading starts with `heading`,
+/// up to the next heading of that level or above.
+fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
+    let start = doc
+        .find(&format!("\n{heading}"))
+        .unwrap_or_else(|| panic!("no section {heading:?}"));
+    let body = &doc[start + 1..];
+    let end = body[1..]
+        .find("\n### ")
+        .into_iter()
+        .chain(body[1..].find("\n## "))
+        .min()
+        .map_or(body.len(), |e| e + 1);
+    &body[..end]
+}
+
+/// True when `section` names `rel` (a path under the crate's `src`): as
+/// `` `rel` ``, `` `src/rel` `` or `` `crate/src/rel` ``, or as `` `file` `` in a table row that begins with its
+/// directory (`` `dir/` ``).
+fn names(section: &str, src: &str, rel: &str) -> bool {
+    if [
+        format!("`{rel}`"),
+        format!("`src/{rel}`"),
+        format!("`{src}/{rel}`"),
+    ]
+    .iter()
+    .any(|n| section.contains(n.as_str()))
+    {
+        return true;
+    }
+    let Some((dir, file)) = rel.rsplit_once('/') else {
+        return false;
+    };
+    section
+        .lines()
+        .any(|l| l.starts_with(&format!("| `{dir}/`")) && l.contains(&format!("`{file}`")))
+}
+
+#[test]
+fn architecture_names_every_source_file() {
+    let root = root();
+    let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
+    let crates = [
+        ("broker/src", "### `broker/` (crate"),
+        ("broker/bench/src", "### `broker/bench/`"),
+        ("proofd/src", "### `proofd/`"),
+        ("migrator/src", "### `migrator/`"),
+        ("shims/src", "### `shims/`"),
+        ("tests/src", "### `tests/`"),
+    ];
+    let mut missing = Vec::new();
+    for (src, heading) in crates {
+        let text = section(&doc, heading);
+        for file in rust_files(&root.join(src)) {
+            let rel = file
+                .strip_prefix(root.join(src))
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if !names(text, src, &rel) {
+                missing.push(format!("{src}/{rel}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not name:\n{}",
+        missing.join("\n")
     );
 }
