@@ -16,6 +16,7 @@ use crate::policy::authority::{self, Ask, DecisionFacts};
 use crate::policy::routing::{self, Class};
 use crate::store::decisions::{insert_decision_event, launch_latest, load, DecisionRow};
 use crate::store::evidence::{self, Actor, Written};
+use crate::store::threads;
 use crate::store::Tx;
 use serde_json::json;
 
@@ -86,7 +87,7 @@ pub fn consume_in_tx(
             return Err(Code::LaunchRevoked);
         }
     }
-    let class = routing::classify(business, role, action);
+    let class = routing::classify_for(business, role, action, target);
     let ask = Ask {
         role,
         action,
@@ -97,6 +98,13 @@ pub fn consume_in_tx(
         None => authority::check_without_decision(&ask)?,
         Some(id) => {
             let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
+            // A decision a thread run raised binds to its thread (3i row
+            // 121): only a run holding that thread uses it, and one raised
+            // in no thread serves no thread run.
+            let raised_in = threads::of_run(&t.tx, &business.id, &d.raised_by_run)?;
+            if raised_in != threads::held_by(&t.tx, &business.id, run)? {
+                return Err(Code::DecisionMismatch);
+            }
             authority::check_with_decision(&facts(&d)?, &ask)?;
             // Checked unused above in this transaction; the unique
             // 'consumed' index and its trigger back it up (a refusal there

@@ -96,13 +96,12 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
         },
         // Outside-agent human CLI only.
         "launch.revoke" | "launch.restore" | "project.create" | "project.list"
-        | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages" => {
-            match c {
-                Human => None,
-                Tester => Some(Code::TesterRefused),
-                _ => Some(Code::HumanRequired),
-            }
-        }
+        | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages"
+        | "assistant.stop" => match c {
+            Human => None,
+            Tester => Some(Code::TesterRefused),
+            _ => Some(Code::HumanRequired),
+        },
         "trail" | "inbox" | "tasks" | "agents" => None,
         "state" => match c {
             Tester => Some(Code::TesterRefused),
@@ -155,6 +154,7 @@ const VERBS: &[&str] = &[
     "thread.open",
     "thread.send",
     "thread.messages",
+    "assistant.stop",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);

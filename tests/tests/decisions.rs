@@ -1184,8 +1184,8 @@ fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
             );
         }
     }
-    // The role.end holder may not end its own run, nor (without threads,
-    // schema 3e) a thread instance; an unknown role is unknown.
+    // The role.end holder may not end its own run, nor the assistant unless
+    // it is the chief of staff (Q169: pm is not); an unknown role is unknown.
     assert_eq!(
         err(&e.call("pm", "role.revoke", json!({"role": "pm", "reason": "done"}))),
         "role-end-refused"
@@ -1196,7 +1196,7 @@ fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
             "role.revoke",
             json!({"role": "aide", "reason": "done"})
         )),
-        "not-implemented"
+        "role-end-refused"
     );
     assert_eq!(
         err(&e.call(

@@ -603,3 +603,269 @@ fn thread_runs_claim_their_thread_receive_only_it_and_idle_out() {
     );
     let _ = b.op(json!({"op": "close"}));
 }
+
+/// acme with a chief of staff who may revoke cross-role and end roles with
+/// a reason, a pm who may also end roles with a reason (but is not the
+/// chief of staff), and a dev who may neither.
+fn boot_for_ends(root: &Path) -> Broker {
+    let mut biz = businesses("Ada", false);
+    biz["acme"]["roles"]["chief"]["authority"]["crossRole"] = json!(["role.revoke"]);
+    biz["acme"]["roles"]["pm"]["authority"]["withinRole"] = json!(["message.send", "role.end"]);
+    biz["acme"]["roles"]["dev"] =
+        json!({"definition": "dev", "authority": {"withinRole": [], "crossRole": []}});
+    let (b, reply) = Broker::spawn(
+        root,
+        json!({"dataRoot": root.to_str().expect("utf-8"), "businesses": biz}),
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    b
+}
+
+fn claimed(b: &mut Broker, role: &str, run: &str, pid: u32) -> String {
+    let cap = b.bind(role, run, pid);
+    res(&b.call(&cap, "role.claim", Value::Null));
+    cap
+}
+
+fn claimed_thread(b: &mut Broker, run: &str, pid: u32, thread: &str) -> String {
+    let cap = bind_thread(b, run, pid, thread);
+    res(&b.call(&cap, "role.claim", Value::Null));
+    cap
+}
+
+fn raise(action: &str, target: Option<&str>) -> Value {
+    let mut a = json!({"action": action, "question": "Go ahead?",
+        "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+        "recommendation": "yes", "blocking": false});
+    if let Some(t) = target {
+        a["target"] = json!(t);
+    }
+    a
+}
+
+#[test]
+fn ending_the_assistant_revokes_its_held_threads() {
+    let root = data_root();
+    let mut b = boot_for_ends(root.path());
+    let h = Human::new(&b);
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let mk = |name: &str| {
+        h.ok("thread.create", json!({"project": project, "name": name}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (t1, t2) = (mk("Plans"), mk("Budget"));
+    let procs: Vec<_> = (0..8).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
+    let chief = claimed(&mut b, "chief", "chief-1", procs[2].id());
+    let pm = claimed(&mut b, "pm", "pm-1", procs[3].id());
+    let dev = claimed(&mut b, "dev", "dev-1", procs[4].id());
+
+    // A reason: only the chief of staff's ends the assistant (Q169).
+    let reason = json!({"role": "helper", "reason": "the day is over"});
+    assert_eq!(
+        err(&b.call(&dev, "role.revoke", reason.clone())),
+        "decision-required"
+    );
+    assert_eq!(
+        err(&b.call(&pm, "role.revoke", reason.clone())),
+        "role-end-refused"
+    );
+    let r = res(&b.call(&chief, "role.revoke", reason.clone())).clone();
+    assert_eq!(r, json!({"revoked": true, "threads": 2}));
+    // Each revoked run is told at its next call, and can't claim again.
+    assert_eq!(
+        err(&b.call(&h1, "message.receive", Value::Null)),
+        "not-holder"
+    );
+    assert_eq!(
+        err(&b.call(&h2, "message.send", json!({"to": "human", "body": "x"}))),
+        "not-holder"
+    );
+    assert_eq!(err(&b.call(&h1, "role.claim", Value::Null)), "run-revoked");
+    assert_eq!(
+        count(
+            root.path(),
+            "SELECT count(*) FROM thread_claims WHERE op = 'revoke' AND reason = 'the day is over' AND by = 'chief-1'"
+        ),
+        2
+    );
+    assert_eq!(
+        err(&b.call(&chief, "role.revoke", reason.clone())),
+        "not-held"
+    );
+
+    // assistant.stop: the human, for the threads they made.
+    let h3 = claimed_thread(&mut b, "h-3", procs[5].id(), &t1);
+    assert_eq!(
+        err(&h.call("assistant.stop", json!({"instance": "pm"}))),
+        "not-assistant"
+    );
+    assert_eq!(
+        err(&h.call("assistant.stop", json!({"instance": "nobody"}))),
+        "unknown-role"
+    );
+    assert_eq!(
+        err(&b.call(&chief, "assistant.stop", json!({"instance": "helper"}))),
+        "human-required"
+    );
+    let stopped = h.ok("assistant.stop", json!({"instance": "helper"}));
+    assert_eq!(stopped, json!({"stopped": [{"thread": t1, "run": "h-3"}]}));
+    assert_eq!(
+        err(&b.call(&h3, "message.receive", Value::Null)),
+        "not-holder"
+    );
+    assert_eq!(
+        err(&h.call("assistant.stop", json!({"instance": "helper"}))),
+        "not-held"
+    );
+    assert_eq!(
+        count(
+            root.path(),
+            "SELECT count(*) FROM thread_claims WHERE op = 'revoke' AND reason = 'stopped by the human' AND by = 'Ada'"
+        ),
+        1
+    );
+
+    // A decision: gated at every class, so it routes to the human even
+    // for the chief, who holds role.revoke cross-role; it records no holder.
+    let d = res(&b.call(
+        &chief,
+        "decision.raise",
+        raise("role.revoke", Some("helper")),
+    ))
+    .clone();
+    let id = d["decision"]["id"]
+        .as_str()
+        .or(d["id"].as_str())
+        .expect("id")
+        .to_string();
+    let (class, routed, holder): (String, String, Option<String>) = db(root.path())
+        .query_row(
+            "SELECT class, routed_to, target_holder FROM decisions WHERE id = ?1",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("decision");
+    assert_eq!(
+        (class.as_str(), routed.as_str(), holder),
+        ("gated", "human", None)
+    );
+    let _h4 = claimed_thread(&mut b, "h-4", procs[6].id(), &t2);
+    // Not resolved yet.
+    assert_eq!(
+        err(&b.call(
+            &chief,
+            "role.revoke",
+            json!({"role": "helper", "decision": id})
+        )),
+        "decision-not-approved"
+    );
+    h.ok("decision.resolve", json!({"id": id, "choice": "yes"}));
+    let r = res(&b.call(
+        &chief,
+        "role.revoke",
+        json!({"role": "helper", "decision": id}),
+    ))
+    .clone();
+    assert_eq!(r, json!({"revoked": true, "threads": 1}));
+    assert_eq!(
+        count(
+            root.path(),
+            &format!("SELECT count(*) FROM thread_claims WHERE op = 'revoke' AND decision = '{id}' AND run = 'h-4'")
+        ),
+        1
+    );
+    let _h5 = claimed_thread(&mut b, "h-5", procs[7].id(), &t2);
+    assert_eq!(
+        err(&b.call(
+            &chief,
+            "role.revoke",
+            json!({"role": "helper", "decision": id})
+        )),
+        "decision-consumed"
+    );
+    let _ = b.op(json!({"op": "close"}));
+}
+
+#[test]
+fn a_thread_runs_decisions_bind_to_its_thread() {
+    let root = data_root();
+    let mut b = boot_for_ends(root.path());
+    let h = Human::new(&b);
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let mk = |name: &str| {
+        h.ok("thread.create", json!({"project": project, "name": name}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (t1, t2) = (mk("Plans"), mk("Budget"));
+    let procs: Vec<_> = (0..3).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
+    let id_of = |v: &Value| {
+        v["decision"]["id"]
+            .as_str()
+            .or(v["id"].as_str())
+            .expect("id")
+            .to_string()
+    };
+
+    // Raised in t1, resolved by the human: the close message is in t1.
+    let d1 = id_of(res(&b.call(
+        &h1,
+        "decision.raise",
+        raise("prd.approve", None),
+    )));
+    let closed = h.ok("decision.resolve", json!({"id": d1, "choice": "yes"}));
+    let message = closed["message"]
+        .as_str()
+        .expect("close message")
+        .to_string();
+    let in_t1 = h.ok("thread.messages", json!({"thread": t1}));
+    assert_eq!(ids(&in_t1["messages"]), std::slice::from_ref(&message));
+    assert_eq!(in_t1["messages"][0]["class"], json!("DECISION"));
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), [message]);
+    assert_eq!(
+        res(&b.call(&h2, "message.receive", Value::Null))["messages"],
+        json!([])
+    );
+
+    // Only a run holding t1 uses it: the same instance in t2 is a mismatch.
+    let auth = |cap: &str, d: &str| json!({"op": "authorize", "cap": cap, "action": "prd.approve", "decision": d});
+    assert_eq!(err(&b.op(auth(&h2, &d1))), "decision-mismatch");
+    assert_eq!(res(&b.op(auth(&h1, &d1)))["allowed"], json!(true));
+    assert_eq!(err(&b.op(auth(&h1, &d1))), "decision-consumed");
+
+    // A later run of t1 may use t1's approval; supersede stays in the thread.
+    let d2 = id_of(res(&b.call(
+        &h1,
+        "decision.raise",
+        raise("prd.approve", None),
+    )));
+    let mut over = raise("prd.approve", None);
+    over["supersedes"] = json!(d2);
+    assert_eq!(
+        err(&b.call(&h2, "decision.raise", over.clone())),
+        "supersede-refused"
+    );
+    h.ok("decision.resolve", json!({"id": d2, "choice": "yes"}));
+    let d3 = id_of(res(&b.call(
+        &h1,
+        "decision.raise",
+        raise("prd.approve", None),
+    )));
+    over["supersedes"] = json!(d3);
+    res(&b.call(&h1, "decision.raise", over));
+    let r = b.op(
+        json!({"op": "endLaunch", "record": {"business": "acme", "run": "h-1", "reason": "done"}}),
+    );
+    assert_eq!(res(&r)["released"], json!(true));
+    let h3 = claimed_thread(&mut b, "h-3", procs[2].id(), &t1);
+    assert_eq!(res(&b.op(auth(&h3, &d2)))["allowed"], json!(true));
+    let _ = b.op(json!({"op": "close"}));
+}

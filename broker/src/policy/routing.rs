@@ -89,6 +89,18 @@ pub fn classify(business: &Business, role: &str, action: &str) -> Class {
     }
 }
 
+/// [`classify`] for an action on `target`: a `role.revoke` of an
+/// instance whose definition is END_PROTECTED (the assistant) is gated at
+/// every class, so it routes to the human (3i row 139, Q169).
+pub fn classify_for(business: &Business, role: &str, action: &str, target: Option<&str>) -> Class {
+    match target {
+        Some(t) if action == "role.revoke" && super::threads::is_end_protected(business, t) => {
+            Class::Gated
+        }
+        _ => classify(business, role, action),
+    }
+}
+
 /// Where a decision of `class` raised by `raiser` goes (`decisions.routed_to`).
 ///
 /// Within-role: the raiser itself (it closes at raise with its `choice`).

@@ -14,6 +14,7 @@ use crate::policy::actions;
 use crate::policy::routing::{self, Class, Domain, HUMAN};
 use crate::store::decisions::{self as store, DecisionRow, NewDecision};
 use crate::store::evidence::{self, Actor};
+use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
@@ -216,7 +217,7 @@ impl Raise {
                 return Err(Code::UnknownRole);
             }
         }
-        let class = routing::classify(business, role, &self.action);
+        let class = routing::classify_for(business, role, &self.action, self.target.as_deref());
         let routed_to = routing::route(business, role, class, self.domain);
         match (class, &self.choice) {
             (Class::WithinRole, None) => return Err(Code::ChoiceRequired),
@@ -371,8 +372,16 @@ fn supersede(
     } else {
         None
     };
+    // Within the thread the old one was raised in, when it was (3i row 121).
+    let same_thread = match &prior {
+        Some(p) => {
+            threads::of_run(&t.tx, business_id, &p.raised_by_run)?
+                == threads::held_by(&t.tx, business_id, run)?
+        }
+        None => false,
+    };
     match prior {
-        Some(p) if p.is_open() && p.raised_by_role == role => {
+        Some(p) if p.is_open() && p.raised_by_role == role && same_thread => {
             store::insert_decision_event(t, old, "withdrawn", run, Some(run), None, None, None)?;
             Ok(())
         }
@@ -480,6 +489,10 @@ fn close(
             &d.id,
             input.as_deref(),
         )?;
+        // A thread run's decision is answered in its thread.
+        if let Some(th) = threads::of_run(&t.tx, &business.id, &d.raised_by_run)? {
+            threads::file_message(t, &m.id, &th)?;
+        }
         Some(m.id)
     } else {
         None

@@ -167,7 +167,7 @@ pub const VERBS: &[VerbEntry] = &[
     planned("limits.set"),
     planned("name.set"),
     planned("names"),
-    planned("assistant.stop"),
+    served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     planned("staff.request"),
     served("project.create", HUMAN, run::<threads::ProjectCreate>),
     served("project.list", HUMAN, run::<threads::ProjectList>),

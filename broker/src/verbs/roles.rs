@@ -4,6 +4,7 @@ use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::policy::routing::Class;
+use crate::policy::threads as rules;
 use crate::store::decisions as dstore;
 use crate::store::evidence::{self, ClaimRow};
 use crate::store::threads;
@@ -115,10 +116,6 @@ fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     })
 }
 
-/// The definition of the business's thread instances (3i, row 121): such a
-/// target is ended through its threads, which this build does not serve yet.
-const THREAD_DEFINITION: &str = "assistant";
-
 /// Whether `role`'s file lists `role.end` (the chief of staff's, 3i row 123).
 fn lists_role_end(business: &crate::config::Business, role: &str) -> Option<Class> {
     let r = business.roles.get(role)?;
@@ -194,9 +191,27 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         (None, Some(reason)) => {
             let reason = valid_reason(&reason)?;
             let class = lists_role_end(business, role).ok_or(Code::DecisionRequired)?;
+            // Only the chief of staff ends an END_PROTECTED instance with
+            // a reason (Q169).
+            if rules::is_end_protected(business, &target) && !is_chief_of_staff(business, role) {
+                return Err(Code::RoleEndRefused);
+            }
+            if rules::is_thread_instance(business, &target) {
+                let grounds = Grounds::Reason(&reason, class);
+                return revoke_threads(core, business, (role, run), &target, grounds);
+            }
             return end_with_reason(core, business, (role, run), &target, &reason, class);
         }
     };
+    if rules::is_thread_instance(business, &target) {
+        return revoke_threads(
+            core,
+            business,
+            (role, run),
+            &target,
+            Grounds::Decision(&decision),
+        );
+    }
     core.store.write(|t| {
         let d = dstore::load(&t.tx, business_id, &decision)?.ok_or(Code::DecisionNotFound)?;
         let current = evidence::holder(&t.tx, business_id, &target)?.ok_or(Code::NotHeld)?;
@@ -230,6 +245,96 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
     })
 }
 
+/// The chief of staff: an instance whose definition is `chief-of-staff`.
+fn is_chief_of_staff(business: &crate::config::Business, role: &str) -> bool {
+    business
+        .roles
+        .get(role)
+        .and_then(|r| r.definition.as_deref())
+        == Some(CHIEF_OF_STAFF)
+}
+
+/// The definition of the chief of staff (DESIGN.md, "Schema 3i").
+const CHIEF_OF_STAFF: &str = "chief-of-staff";
+
+/// What a thread instance's end stands on.
+enum Grounds<'a> {
+    Decision(&'a str),
+    Reason(&'a str, Class),
+}
+
+/// `role.revoke` of a thread instance (3i rows 121, 155): it has no role
+/// claim, so the end revokes the current claim of each of its threads,
+/// with the decision or the reason on every revoke row; none held is
+/// `not-held`. A decision for it recorded a null holder at the raise (the
+/// instance's role holder, read as null now too), and, the instance being
+/// END_PROTECTED, it must have been resolved by the human through the CLI
+/// (`role-end-refused` for an arbiter's resolution).
+fn revoke_threads(
+    core: &mut Core,
+    business: &crate::config::Business,
+    (role, run): (&str, &str),
+    target: &str,
+    grounds: Grounds<'_>,
+) -> Result<Value, Code> {
+    let b = business.id.as_str();
+    core.store.write(|t| {
+        let (decision, reason) = match grounds {
+            Grounds::Decision(decision) => {
+                let d = dstore::load(&t.tx, b, decision)?.ok_or(Code::DecisionNotFound)?;
+                if d.target_holder.is_some() || evidence::holder(&t.tx, b, target)?.is_some() {
+                    return Err(Code::DecisionMismatch);
+                }
+                let closed = dstore::closing_event(&t.tx, decision)?;
+                let via_cli = closed["kind"] == json!("resolved") && closed["input"].is_string();
+                if d.closed_kind.as_deref() == Some("resolved") && !via_cli {
+                    return Err(Code::RoleEndRefused);
+                }
+                if threads::held_threads(&t.tx, b, target, None)?.is_empty() {
+                    return Err(Code::NotHeld);
+                }
+                let out = crate::authorize::authorize_in_tx(
+                    t,
+                    business,
+                    role,
+                    run,
+                    "role.revoke",
+                    Some(target),
+                    Some(decision),
+                )?;
+                let _allowed = out.event;
+                (Some(decision), None)
+            }
+            Grounds::Reason(reason, class) => {
+                if threads::held_threads(&t.tx, b, target, None)?.is_empty() {
+                    return Err(Code::NotHeld);
+                }
+                let body = json!({"action": "role.revoke", "class": class.as_str(),
+                                  "target": target, "reason": reason});
+                let actor = evidence::Actor {
+                    role: Some(role),
+                    run: Some(run),
+                };
+                evidence::insert_event(t, b, "action.allowed", actor, Some(target), &body)?;
+                (None, Some(reason))
+            }
+        };
+        let held = threads::held_threads(&t.tx, b, target, None)?;
+        for (thread, holder) in &held {
+            let row = threads::ClaimRow {
+                thread,
+                run: holder,
+                op: "revoke",
+                decision,
+                reason,
+                by: Some(run),
+            };
+            threads::insert_claim(t, b, &row)?;
+        }
+        Ok(json!({"revoked": true, "threads": held.len()}))
+    })
+}
+
 /// The `role.end` path of `role.revoke`: no decision, the reason in the
 /// `action.allowed` body and on the revoke row.
 fn end_with_reason(
@@ -240,15 +345,6 @@ fn end_with_reason(
     reason: &str,
     class: Class,
 ) -> Result<Value, Code> {
-    let thread_instance = business
-        .roles
-        .get(target)
-        .and_then(|r| r.definition.as_deref())
-        == Some(THREAD_DEFINITION);
-    if thread_instance {
-        // Ended through its threads (3i rows 121, 155): not served yet.
-        return Err(Code::NotImplemented);
-    }
     core.store.write(|t| {
         let current = evidence::holder(&t.tx, &business.id, target)?.ok_or(Code::NotHeld)?;
         if current == run {

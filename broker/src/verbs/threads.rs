@@ -358,3 +358,64 @@ pub fn thread_idle(
         Ok(json!({"released": true}))
     })
 }
+
+/// The reason an `assistant.stop` writes on each revoke row.
+pub const STOP_REASON: &str = "stopped by the human";
+
+/// `assistant.stop {instance}` → `{stopped:[{thread, run}]}` (3i row 155):
+/// the human revokes the current claim of every thread of that assistant
+/// instance the human made, with the human as `by` and the reason
+/// [`STOP_REASON`]. Each stopped run gets `not-holder` at its next call
+/// and can't claim its thread again (`run-revoked`). An instance the
+/// business lacks is `unknown-role`, one of another definition
+/// `not-assistant`; none held is `not-held`.
+pub struct AssistantStop {
+    instance: String,
+}
+
+impl Verb for AssistantStop {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let instance = args.str("instance", 64)?;
+        args.finish()?;
+        Ok(AssistantStop { instance })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let config = business(core, caller)?;
+        let biz = &config.businesses[caller.business()];
+        if !biz.roles.contains_key(&self.instance) {
+            return Err(Code::UnknownRole);
+        }
+        if !rules::is_thread_instance(biz, &self.instance) {
+            return Err(Code::NotAssistant);
+        }
+        core.store.write(|t| {
+            let held = store::held_threads(&t.tx, &biz.id, &self.instance, Some(&biz.human))?;
+            if held.is_empty() {
+                return Err(Code::NotHeld);
+            }
+            evidence::insert_event(
+                t,
+                &biz.id,
+                "human.input",
+                HUMAN_ACTOR,
+                None,
+                &json!({"verb": "assistant.stop", "instance": self.instance}),
+            )?;
+            let mut stopped = Vec::with_capacity(held.len());
+            for (thread, run) in &held {
+                let row = store::ClaimRow {
+                    thread,
+                    run,
+                    op: "revoke",
+                    decision: None,
+                    reason: Some(STOP_REASON),
+                    by: Some(&biz.human),
+                };
+                store::insert_claim(t, &biz.id, &row)?;
+                stopped.push(json!({"thread": thread, "run": run}));
+            }
+            Ok(json!({"stopped": stopped}))
+        })
+    }
+}
