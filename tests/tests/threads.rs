@@ -79,6 +79,10 @@ struct Human {
 
 impl Human {
     fn new(b: &Broker) -> Human {
+        Human::at(&b.socket)
+    }
+
+    fn at(socket: &Path) -> Human {
         let dir = tempfile::Builder::new()
             .prefix("mosaic-threads-")
             .tempdir()
@@ -89,7 +93,7 @@ impl Human {
         )
         .expect("chmod");
         Human {
-            socket: b.socket.clone(),
+            socket: socket.to_path_buf(),
             dir,
             n: std::cell::Cell::new(0),
         }
@@ -868,4 +872,113 @@ fn a_thread_runs_decisions_bind_to_its_thread() {
     let h3 = claimed_thread(&mut b, "h-3", procs[2].id(), &t1);
     assert_eq!(res(&b.op(auth(&h3, &d2)))["allowed"], json!(true));
     let _ = b.op(json!({"op": "close"}));
+}
+
+/// The boot's launches follow bindLaunch's thread rules (a refused one
+/// refuses the boot), and the embedded runtime offers `threads_state` and
+/// `thread_idle` as the host ops answer them.
+#[test]
+fn boot_launches_and_the_embedded_runtime_keep_the_thread_rules() {
+    use mosaic_bus::config::LaunchRecord;
+    use mosaic_bus::Code;
+    let root = data_root();
+    let b = boot(root.path(), "Ada", false);
+    let h = Human::new(&b);
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let thread = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Plans"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Budget"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.ok("thread.send", json!({"thread": thread, "body": "Hello"}));
+    b.close();
+
+    let p = sleeper();
+    let cfg = |launches: Value| {
+        json!({"dataRoot": root.path().to_str().expect("utf-8"),
+               "businesses": businesses("Ada", false), "launches": launches})
+    };
+    for (launches, code) in [
+        (json!([launch("helper", "h-1", p.id())]), "thread-required"),
+        (
+            json!([thread_launch("helper", "h-1", p.id(), "nope")]),
+            "thread-not-found",
+        ),
+        (
+            json!([thread_launch("pm", "pm-1", p.id(), &thread)]),
+            "thread-not-allowed",
+        ),
+    ] {
+        let (mut refused, reply) = Broker::spawn(root.path(), cfg(launches));
+        assert_eq!(reply, json!({"ok": false, "error": code}));
+        assert_eq!(
+            refused.wait(Duration::from_secs(10)).and_then(|s| s.code()),
+            Some(2)
+        );
+    }
+
+    let config = mosaic_bus::BootConfig::from_json(cfg(json!([thread_launch(
+        "helper",
+        "h-1",
+        p.id(),
+        &thread
+    )])))
+    .expect("config");
+    let rt = mosaic_bus::start_broker(config).expect("start_broker");
+    let cap = rt.boot_reply()["launches"][0]["cap"]
+        .as_str()
+        .expect("boot launch cap")
+        .to_string();
+    let call = |verb: &str| {
+        raw_request(
+            &rt.socket_path(),
+            format!("{}\n", json!({"cap": cap, "verb": verb})).as_bytes(),
+        )
+    };
+    assert_eq!(res(&call("role.claim"))["thread"], json!(thread));
+    let state = rt.threads_state("acme").expect("threads_state");
+    assert_eq!(state[0]["holder"], json!("h-1"));
+    assert_eq!(state[0]["pending"], json!(1));
+    assert_eq!(rt.threads_state("globex"), Err(Code::UnknownBusiness));
+    assert_eq!(
+        rt.thread_idle("acme", &thread, "h-1"),
+        Ok(json!({"released": false, "pending": 1, "unread": 0}))
+    );
+    let got = res(&call("message.receive")).clone();
+    let id = got["messages"][0]["id"].clone();
+    let read = raw_request(
+        &rt.socket_path(),
+        format!(
+            "{}\n",
+            json!({"cap": cap, "verb": "message.read", "args": {"id": id}})
+        )
+        .as_bytes(),
+    );
+    res(&read);
+    assert_eq!(
+        rt.thread_idle("acme", &thread, "h-1"),
+        Ok(json!({"released": true}))
+    );
+    assert_eq!(rt.thread_idle("acme", &thread, "h-1"), Err(Code::NotHolder));
+    assert_eq!(
+        rt.thread_idle("acme", "nope", "h-1"),
+        Err(Code::ThreadNotFound)
+    );
+    // A run serves one thread: binding it again with another is a mismatch.
+    let moved =
+        LaunchRecord::from_json(thread_launch("helper", "h-1", p.id(), &second)).expect("record");
+    assert_eq!(rt.bind_launch(moved), Err(Code::LaunchMismatch));
+    let unknown = LaunchRecord::from_json(thread_launch("helper", "h-1", p.id(), "elsewhere"))
+        .expect("record");
+    assert_eq!(rt.bind_launch(unknown), Err(Code::ThreadNotFound));
+    rt.close();
 }
