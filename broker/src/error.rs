@@ -251,6 +251,9 @@ codes! {
     ReservedEvent => "reserved-event",
     /// A `task.created` event's `body.request` names no `human.input` of the business.
     HumanInputRequired => "human-input-required",
+    /// `recordComments`: the cursor is not above the task's stored one (schema guard
+    /// `task_comment_cursors_increase`); nothing is written.
+    CursorNotIncreasing => "cursor-not-increasing",
     // --- reviews and pushes (issue 6) ---
     /// `review.request`: `commit` is an older pushed commit of the task, not its latest push.
     StaleCommit => "stale-commit",

@@ -327,6 +327,31 @@ impl Runtime {
         }))
     }
 
+    /// `recordComments`: the task sync's new comments and cursor, in one
+    /// transaction. `{cursor, events}`.
+    pub fn record_comments(
+        &self,
+        business: &str,
+        task_ref: &str,
+        cursor: i64,
+        comments: Vec<records::Comment>,
+    ) -> Result<Value, Code> {
+        self.op(HostOp::RecordComments(records::RecordComments {
+            business: business.to_string(),
+            task_ref: task_ref.to_string(),
+            cursor,
+            comments,
+        }))
+    }
+
+    /// `commentCursor`: `{cursor (null before the first), epoch}`.
+    pub fn comment_cursor(&self, business: &str, task_ref: &str) -> Result<Value, Code> {
+        self.op(HostOp::CommentCursor(records::CommentCursor {
+            business: business.to_string(),
+            task_ref: task_ref.to_string(),
+        }))
+    }
+
     /// `checkPush`: the caller's `git.push.working` authority before a push.
     pub fn check_push(&self, cap: &str, task_ref: &str) -> Result<Value, Code> {
         self.op(HostOp::CheckPush(pushes::CheckPush {

@@ -86,9 +86,11 @@ impl Env {
             .query_row(sql, [], |r| r.get(0))
             .unwrap()
     }
+    /// Row counts of every evidence table, refusal evidence left out (see
+    /// [`Env::refusals`], which the tests that refuse check exactly).
     fn counts(&self) -> Vec<i64> {
         [
-            "events",
+            "events WHERE kind != 'action.refused'",
             "decisions",
             "decision_events",
             "role_claims",
@@ -100,6 +102,25 @@ impl Env {
         .iter()
         .map(|t| self.count(&format!("SELECT count(*) FROM {t}")))
         .collect()
+    }
+    /// Every `action.refused` row, oldest first, as
+    /// `[role, run, subject, action, code]`.
+    fn refusals(&self) -> Vec<Value> {
+        let conn = self.core.store.conn();
+        let mut st = conn
+            .prepare(
+                "SELECT role, run, subject, json_extract(body, '$.action'),
+                 json_extract(body, '$.code') FROM events
+                 WHERE kind = 'action.refused' ORDER BY seq",
+            )
+            .unwrap();
+        let rows = st
+            .query_map([], |r| {
+                let s = |i: usize| r.get::<_, Option<String>>(i);
+                Ok(json!([s(0)?, s(1)?, s(2)?, s(3)?, s(4)?]))
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect()
     }
     /// A decision row as the decisions work would raise it.
     fn raise(&mut self, business: &str, role: &str, routed: &str, class: &str) -> String {
@@ -323,6 +344,7 @@ fn messaging_lists_bind_message_send_when_declared() {
     e.ok(&human(), "message.send", json!({"to": "pm", "body": "go"}));
     // dev declares no lists, but pm and cto only receive from their lists.
     let before = e.counts();
+    let r0 = e.refusals().len();
     for (from, to) in [(&dev, "pm"), (&dev, "cto")] {
         assert_eq!(
             e.call(from, "message.send", json!({"to": to, "body": "x"})),
@@ -343,7 +365,20 @@ fn messaging_lists_bind_message_send_when_declared() {
         e.call(&human(), "message.send", json!({"to": "cto", "body": "x"})),
         Err(Code::NotAuthorized)
     );
-    assert_eq!(e.counts(), before, "a refused send writes nothing");
+    // A refused send writes nothing of its own; each refusal is on record
+    // against its caller (3i: refusal evidence), with no task to file it on.
+    assert_eq!(e.counts(), before, "a refused send stores no message");
+    let refused = |who: &str, run: &str| json!([who, run, null, "message.send", "not-authorized"]);
+    assert_eq!(
+        e.refusals()[r0..],
+        [
+            refused("dev", "run-d"),
+            refused("dev", "run-d"),
+            refused("pm", "run-p"),
+            refused("cto", "run-c"),
+            refused("human", "human-cli"),
+        ]
+    );
     // No lists on either side: anyone.
     e.ok(&dev, "message.send", json!({"to": "human", "body": "hi"}));
     e.ok(&human(), "message.send", json!({"to": "dev", "body": "hi"}));
@@ -530,21 +565,26 @@ fn tester_rules() {
     let r = e.ok(&tester(), "replies", json!({"id": t["id"]}));
     assert_eq!(r[0]["id"], reply["id"]);
 
-    // Verbs outside the tester's set.
-    for verb in [
-        "state",
-        "requirements",
-        "role.claim",
-        "event.emit",
-        "credentials",
-        "launch.revoke",
+    // Verbs outside the tester's set; a human-only verb's own row names
+    // human-required, and that wins over tester-refused (docs/decisions.md).
+    let r0 = e.refusals().len();
+    for (verb, code) in [
+        ("state", Code::TesterRefused),
+        ("requirements", Code::TesterRefused),
+        ("role.claim", Code::TesterRefused),
+        ("event.emit", Code::TesterRefused),
+        ("credentials", Code::TesterRefused),
+        ("launch.revoke", Code::HumanRequired),
+        ("launch.restore", Code::HumanRequired),
     ] {
+        assert_eq!(e.call(&tester(), verb, Value::Null), Err(code), "{verb}");
+        // Each on record against the tester.
         assert_eq!(
-            e.call(&tester(), verb, Value::Null),
-            Err(Code::TesterRefused),
-            "{verb}"
+            e.refusals().last(),
+            Some(&json!(["tester", "tester-cli", null, verb, code.as_str()]))
         );
     }
+    assert_eq!(e.refusals().len(), r0 + 7);
     for verb in ["inbox", "agents", "tasks", "messages"] {
         e.ok(&tester(), verb, Value::Null);
     }
@@ -1135,6 +1175,17 @@ fn tasks_state_and_task_created_through_record_event() {
             Err(Code::InvalidRequest),
             "{bad}"
         );
+        // The refusal is the one row it leaves (checked by count below).
+        assert_eq!(
+            e.refusals().last(),
+            Some(&json!([
+                "human",
+                "human-cli",
+                null,
+                "tasks",
+                "invalid-request"
+            ]))
+        );
     }
 
     let st = e.ok(&cap_caller, "state", Value::Null);
@@ -1244,9 +1295,16 @@ fn known_tokens_refuse_requests_evidence_and_replies() {
         Err(Code::KnownToken)
     );
     assert_eq!(e.count("SELECT count(*) FROM task_snapshots"), 0);
+    // Five on record: the two sends, the human's read, the two host ops.
+    // The reader's refused trail writes nothing (3i: readers never write).
     assert_eq!(
         e.count("SELECT count(*) FROM events WHERE kind = 'action.refused'"),
-        6
+        5
+    );
+    assert_eq!(
+        e.count("SELECT count(*) FROM events WHERE kind = 'action.refused' AND role IS NULL AND run IS NULL"),
+        1,
+        "recordTask's, which has no caller but the host"
     );
     assert_eq!(
         e.count("SELECT count(*) FROM events WHERE body LIKE '%abcdEFGH12345678%'"),
@@ -1608,9 +1666,20 @@ fn a_refused_send_leaves_no_notice() {
     let dev = role("dev", "run-d");
     e.ok(&dev, "role.claim", Value::Null);
     let before = e.counts();
-    assert!(e
-        .call(&dev, "message.send", json!({"to": "cto", "body": "x"}))
-        .is_err());
+    assert_eq!(
+        e.call(&dev, "message.send", json!({"to": "cto", "body": "x"})),
+        Err(Code::DecisionRequired)
+    );
     assert_eq!(e.counts(), before);
+    assert_eq!(
+        e.refusals(),
+        [json!([
+            "dev",
+            "run-d",
+            null,
+            "message.send",
+            "decision-required"
+        ])]
+    );
     assert!(bus_notices(&e).is_empty());
 }

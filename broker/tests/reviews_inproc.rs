@@ -77,11 +77,33 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
             );
         }
     }
-    let events: i64 = core
+    // No review was written. The human's and the tester's refusals are on
+    // the task's trail (3i refusal evidence; this test asserted no events
+    // at all before); the reader's left none.
+    let rows: Vec<(String, String, String)> = core
         .store
         .conn()
-        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(events, 0);
+        .prepare("SELECT kind, run, subject FROM events ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let refused = |run: &str| {
+        (
+            "action.refused".to_string(),
+            run.to_string(),
+            "vikunja:3/41".to_string(),
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            refused("human-cli"),
+            refused("human-cli"),
+            refused("tester-cli"),
+            refused("tester-cli"),
+        ]
+    );
     bus.release();
 }

@@ -94,12 +94,13 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             Tester => Some(Code::TesterRefused),
             _ => None,
         },
-        // Outside-agent human CLI only.
+        // Outside-agent human CLI only: every other class, the tester
+        // included, gets human-required (the human-only rows name the
+        // tester's code; a specific row wins over tester-refused).
         "launch.revoke" | "launch.restore" | "project.create" | "project.list"
         | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages"
         | "assistant.stop" => match c {
             Human => None,
-            Tester => Some(Code::TesterRefused),
             _ => Some(Code::HumanRequired),
         },
         "trail" | "inbox" | "tasks" | "agents" => None,
@@ -204,16 +205,23 @@ fn each_session_class_gets_its_verbs_and_the_class_code_for_the_rest() {
             }
         }
     }
-    // A verb the spec names but this build doesn't serve: the tester's list
-    // still decides first, the others learn it isn't served.
-    for (class, want) in [
-        (Class::Tester, Code::TesterRefused),
-        (Class::Human, Code::NotImplemented),
-        (Class::Reader, Code::NotImplemented),
+    // A verb the spec names but this build doesn't serve: the tester's code
+    // still decides first (human-required on a human-only verb,
+    // tester-refused on any other), the others learn it isn't served.
+    for (verb, class, want) in [
+        ("project.files", Class::Tester, Code::HumanRequired),
+        ("instances.set", Class::Tester, Code::HumanRequired),
+        ("routes", Class::Tester, Code::HumanRequired),
+        ("limits.set", Class::Tester, Code::HumanRequired),
+        ("spec.read", Class::Tester, Code::TesterRefused),
+        ("organization.set", Class::Tester, Code::TesterRefused),
+        ("project.files", Class::Human, Code::NotImplemented),
+        ("project.files", Class::Reader, Code::NotImplemented),
+        ("spec.read", Class::Role, Code::NotImplemented),
     ] {
-        let got = dispatch(&mut core, &caller(class), "project.files", None).err();
+        let got = dispatch(&mut core, &caller(class), verb, None).err();
         if got != Some(want) {
-            wrong.push(format!("project.files as {class:?}: got {got:?}"));
+            wrong.push(format!("{verb} as {class:?}: got {got:?}, want {want:?}"));
         }
     }
     drop(core);

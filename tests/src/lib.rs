@@ -370,11 +370,14 @@ pub fn db(root: &Path) -> rusqlite::Connection {
     .expect("open store read-only")
 }
 
-/// Row counts of every evidence table, in a fixed order.
+/// Row counts of every evidence table, in a fixed order, refusal evidence
+/// left out.
 pub fn row_counts(root: &Path) -> Vec<i64> {
     let conn = db(root);
     [
-        "events",
+        // Refusal evidence is counted apart ([`refusals`]): a test that
+        // refuses checks exactly which rows its refusals left.
+        "events WHERE kind != 'action.refused'",
         "decisions",
         "decision_events",
         "role_claims",
@@ -389,6 +392,26 @@ pub fn row_counts(root: &Path) -> Vec<i64> {
             .expect("count")
     })
     .collect()
+}
+
+/// Every `action.refused` row of the store, oldest first, as
+/// `[role, run, subject, action, code]`.
+pub fn refusals(root: &Path) -> Vec<Value> {
+    let conn = db(root);
+    let mut st = conn
+        .prepare(
+            "SELECT role, run, subject, json_extract(body, '$.action'),
+             json_extract(body, '$.code') FROM events
+             WHERE kind = 'action.refused' ORDER BY seq",
+        )
+        .expect("prepare");
+    let rows = st
+        .query_map([], |r| {
+            let s = |i: usize| r.get::<_, Option<String>>(i);
+            Ok(json!([s(0)?, s(1)?, s(2)?, s(3)?, s(4)?]))
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
 }
 
 /// The `error` of a refusal reply (panics on success, to keep tests exact).

@@ -287,6 +287,8 @@ fn tester_sessions() {
         "",
     );
     assert_eq!(r["error"], json!("tester-refused"));
+    // A human-only verb's row names the tester's code: human-required
+    // (the specific row wins over tester-refused; docs/decisions.md).
     let (r, _) = tester.run(
         &json!({"business": "acme", "verb": "launch.revoke"}),
         true,
@@ -294,7 +296,7 @@ fn tester_sessions() {
         &[],
         "",
     );
-    assert_eq!(r["error"], json!("tester-refused"));
+    assert_eq!(r["error"], json!("human-required"));
     // The human shim's nonce does not prove a tester and vice versa: the
     // tester shim's request sent with the human key fails the nonce check.
     b.close();

@@ -186,8 +186,13 @@ fn receive_is_oldest_first_in_batches_of_one_hundred() {
     e.b.close();
 }
 
+/// A refused send stores nothing of its own (no message, no delivery, no
+/// allowed event); each refusal by a resolved caller leaves one
+/// `action.refused {action, code}` against that caller (3i; this test
+/// asserted "nothing at all" before, which contradicts the spec), and a
+/// reader's leaves none.
 #[test]
-fn send_refusals_write_nothing() {
+fn send_refusals_store_nothing_but_their_evidence() {
     let e = env();
     // Not the holder of its own role.
     assert_eq!(
@@ -197,6 +202,9 @@ fn send_refusals_write_nothing() {
     e.ok(&e.pm, "role.claim", Value::Null);
     e.ok(&e.dev, "role.claim", Value::Null);
     let before = row_counts(e.root.path());
+    let r0 = refusals(e.root.path()).len();
+    // What each refusal must have left: [role, run, subject, action, code].
+    let mut want: Vec<Value> = Vec::new();
     let cases = [
         (json!({"to": "nobody", "body": "x"}), "unknown-role"),
         (json!({"to": "_bus", "body": "x"}), "unknown-role"),
@@ -242,6 +250,7 @@ fn send_refusals_write_nothing() {
             code,
             "{args}"
         );
+        want.push(json!(["pm", "run-pm", null, "message.send", code]));
     }
     // A role without message.send in its withinRole needs an authorizing decision.
     assert_eq!(
@@ -256,7 +265,10 @@ fn send_refusals_write_nothing() {
         ),
         "decision-not-found"
     );
-    // Readers never mutate.
+    for code in ["decision-required", "decision-not-found"] {
+        want.push(json!(["dev", "run-dev", null, "message.send", code]));
+    }
+    // Readers never mutate, and leave no evidence.
     assert_eq!(
         e.refused(&e.reader, "message.send", json!({"to": "pm", "body": "x"})),
         "read-only"
@@ -281,7 +293,29 @@ fn send_refusals_write_nothing() {
         e.refused(&e.pm, "message.read", json!({"id": "nope"})),
         "message-not-found"
     );
+    want.push(json!([
+        "pm",
+        "run-pm",
+        null,
+        "message.receive",
+        "invalid-request"
+    ]));
+    want.push(json!([
+        "pm",
+        "run-pm",
+        null,
+        "message.read",
+        "invalid-request"
+    ]));
+    want.push(json!([
+        "pm",
+        "run-pm",
+        null,
+        "message.read",
+        "message-not-found"
+    ]));
     assert_eq!(row_counts(e.root.path()), before);
+    assert_eq!(refusals(e.root.path())[r0..], want[..]);
     e.b.close();
 }
 

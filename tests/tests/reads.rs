@@ -373,6 +373,11 @@ fn record_task_and_record_event_feed_tasks_state_and_trail() {
         e.refused(&e.pm, "tasks", json!({"done": 1})),
         "invalid-request"
     );
+    // A refused read leaves its refusal evidence, nothing else.
+    assert_eq!(
+        refusals(e.root.path()).last(),
+        Some(&json!(["pm", "run-pm", null, "tasks", "invalid-request"]))
+    );
     let st = e.ok(&e.pm, "state", Value::Null);
     assert_eq!(
         st["tasks"],
@@ -505,6 +510,17 @@ fn event_emit_writes_routine_observations_only() {
             "invalid-request",
             "{bad}"
         );
+        assert_eq!(
+            refusals(e.root.path()).last(),
+            Some(&json!([
+                "pm",
+                "run-pm",
+                null,
+                "event.emit",
+                "invalid-request"
+            ])),
+            "{bad}"
+        );
     }
     // A run that doesn't hold its role emits nothing.
     assert_eq!(
@@ -514,6 +530,10 @@ fn event_emit_writes_routine_observations_only() {
             emit(json!({"action": "routine"}), None)
         ),
         "not-holder"
+    );
+    assert_eq!(
+        refusals(e.root.path()).last(),
+        Some(&json!(["cto", "run-cto", null, "event.emit", "not-holder"]))
     );
     assert_eq!(row_counts(e.root.path()), before);
     e.b.close();

@@ -130,14 +130,26 @@ pub fn authorize(
         .businesses
         .get(&business_id)
         .ok_or(Code::UnknownBusiness)?;
-    core.store.write(|t| {
+    let r = core.store.write(|t| {
         let out =
             crate::authorize::authorize_in_tx(t, business, &role, &run, action, target, decision)?;
         if let (true, Some(task)) = (action == "task.close", target) {
             check_close_verdict(&t.tx, &business.id, task, verdict)?;
         }
         Ok(json!({"allowed": true, "event": out.event.id}))
-    })
+    });
+    match r {
+        // A refused task.close is filed on the task's trail, as a refused
+        // review verb is (the dispatch does that for verbs; `authorize` is
+        // the host's, so it does it here), after the transaction rolled back.
+        Err(code) if action == "task.close" && code != Code::StorageUnavailable => {
+            let subject = target.filter(|t| is_task_ref(t));
+            let body = json!({"action": action, "code": code.as_str()});
+            record_refusal(core, &business_id, &role, &run, subject, &body)?;
+            Err(code)
+        }
+        other => other,
+    }
 }
 
 /// The `task.close` verdict rule, for a task with a recorded push.

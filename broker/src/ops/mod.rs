@@ -6,7 +6,7 @@
 //! - `launches`: `bindLaunch`, `identity`, `endLaunch`
 //! - `authority`: `authorize`, `authorizeLaunch`, `refuse`
 //! - `credentials`: `credentialStatus`
-//! - `records`: `recordEvent`, `recordTask`
+//! - `records`: `recordEvent`, `recordTask`, `recordComments`, `commentCursor`
 //! - `pushes`: the git socket's `checkPush`, `recordPush`, `reviewFetch`
 //! - `threads`: the thread launcher's `threadsState`, `threadIdle`
 //!
@@ -99,6 +99,8 @@ pub enum HostOp {
     CredentialStatus(credentials::CredentialStatus),
     RecordEvent(records::RecordEvent),
     RecordTask(records::RecordTask),
+    RecordComments(records::RecordComments),
+    CommentCursor(records::CommentCursor),
     CheckPush(pushes::CheckPush),
     RecordPush(pushes::RecordPush),
     ReviewFetch(pushes::ReviewFetch),
@@ -124,6 +126,8 @@ impl HostOp {
             }
             "recordEvent" => HostOp::RecordEvent(records::RecordEvent::parse(f)?),
             "recordTask" => HostOp::RecordTask(records::RecordTask::parse(f)?),
+            "recordComments" => HostOp::RecordComments(records::RecordComments::parse(f)?),
+            "commentCursor" => HostOp::CommentCursor(records::CommentCursor::parse(f)?),
             "checkPush" => HostOp::CheckPush(pushes::CheckPush::parse(f)?),
             "recordPush" => HostOp::RecordPush(pushes::RecordPush::parse(f)?),
             "reviewFetch" => HostOp::ReviewFetch(pushes::ReviewFetch::parse(f)?),
@@ -154,6 +158,8 @@ impl HostOp {
             HostOp::CredentialStatus(o) => o.apply(core),
             HostOp::RecordEvent(o) => o.apply(core),
             HostOp::RecordTask(o) => o.apply(core),
+            HostOp::RecordComments(o) => o.apply(core),
+            HostOp::CommentCursor(o) => o.apply(core),
             HostOp::CheckPush(o) => o.apply(core),
             HostOp::RecordPush(o) => o.apply(core),
             HostOp::ReviewFetch(o) => o.apply(core),

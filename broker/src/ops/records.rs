@@ -1,5 +1,6 @@
-//! The trusted host's `recordEvent` and `recordTask` (the spec's in-process
-//! `broker.recordEvent` and S3's task snapshots), run on the writer thread.
+//! The trusted host's `recordEvent`, `recordTask`, `recordComments` and
+//! `commentCursor` (the spec's in-process `broker.recordEvent`, S3's task
+//! snapshots and the task sync's comment cursors), run on the writer thread.
 
 use crate::core::{Caller, Core};
 use crate::error::Code;
@@ -84,6 +85,65 @@ impl RecordTask {
     }
 }
 
+/// `recordComments {business, task_ref, cursor, comments: [{id, author, at, body}]}`.
+pub struct RecordComments {
+    pub business: String,
+    pub task_ref: String,
+    pub cursor: i64,
+    pub comments: Vec<Comment>,
+}
+
+impl RecordComments {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let business = f.str("business")?;
+        let task_ref = f.str("task_ref")?;
+        let cursor = positive_id(f.take("cursor").as_ref())?;
+        let Some(Value::Array(list)) = f.take("comments") else {
+            return Err(Code::InvalidRequest);
+        };
+        f.finish()?;
+        let comments = list
+            .into_iter()
+            .map(Comment::from_json)
+            .collect::<Result<Vec<_>, Code>>()?;
+        Ok(RecordComments {
+            business,
+            task_ref,
+            cursor,
+            comments,
+        })
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        record_comments(
+            core,
+            &self.business,
+            &self.task_ref,
+            self.cursor,
+            &self.comments,
+        )
+    }
+}
+
+/// `commentCursor {business, task_ref}`.
+pub struct CommentCursor {
+    pub business: String,
+    pub task_ref: String,
+}
+
+impl CommentCursor {
+    pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        let business = f.str("business")?;
+        let task_ref = f.str("task_ref")?;
+        f.finish()?;
+        Ok(CommentCursor { business, task_ref })
+    }
+
+    pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        comment_cursor(core, &self.business, &self.task_ref)
+    }
+}
+
 /// Kinds only verbs and host ops write: human input, human launch control,
 /// the review loop, and the broker's own session records.
 pub const RESERVED_KINDS: &[&str] = &[
@@ -94,6 +154,7 @@ pub const RESERVED_KINDS: &[&str] = &[
     "review.verdict",
     "session.launched",
     "session.ended",
+    "task.comment",
 ];
 
 /// The deepest `recordEvent` body, in nesting levels (the body object is
@@ -276,6 +337,148 @@ pub fn record_task(
         )),
         other => other,
     }
+}
+
+/// Longest comment body the sync may record, in bytes.
+pub const COMMENT_BODY_MAX: usize = 64 * 1024;
+
+/// Largest safe integer (2^53 - 1): ids and cursors stay exact in JSON.
+const SAFE_MAX: i64 = (1 << 53) - 1;
+
+/// One tracker comment as the sync reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// The tracker's comment id (bots' comments included).
+    pub id: i64,
+    pub author: String,
+    /// The tracker's timestamp, as the tracker wrote it.
+    pub at: String,
+    pub body: String,
+}
+
+/// A positive safe integer, else `invalid-request`.
+fn positive_id(v: Option<&Value>) -> Result<i64, Code> {
+    match v.and_then(Value::as_i64) {
+        Some(n) if (1..=SAFE_MAX).contains(&n) => Ok(n),
+        _ => Err(Code::InvalidRequest),
+    }
+}
+
+impl Comment {
+    /// `{id, author, at, body}`, exactly those keys.
+    pub fn from_json(v: Value) -> Result<Comment, Code> {
+        let Value::Object(mut m) = v else {
+            return Err(Code::InvalidRequest);
+        };
+        let id = positive_id(m.get("id"))?;
+        let text = |m: &mut Map<String, Value>, k: &str, min: usize, max: usize| match m.remove(k) {
+            Some(Value::String(s)) if (min..=max).contains(&s.len()) && !s.contains('\0') => Ok(s),
+            _ => Err(Code::InvalidRequest),
+        };
+        m.remove("id");
+        let author = text(&mut m, "author", 1, 256)?;
+        let at = text(&mut m, "at", 1, 64)?;
+        let body = text(&mut m, "body", 0, COMMENT_BODY_MAX)?;
+        if !m.is_empty() {
+            return Err(Code::InvalidRequest);
+        }
+        Ok(Comment {
+            id,
+            author,
+            at,
+            body,
+        })
+    }
+}
+
+/// The task id a cursor is kept under (task ids survive project moves).
+fn task_id(task_ref: &str) -> Result<i64, Code> {
+    if !ids::is_task_ref(task_ref) {
+        return Err(Code::InvalidRequest);
+    }
+    task_ref
+        .rsplit_once('/')
+        .and_then(|(_, t)| t.parse::<i64>().ok())
+        .filter(|t| *t > 0)
+        .ok_or(Code::InvalidRequest)
+}
+
+/// `recordComments {business, task_ref, cursor, comments}` → `{cursor,
+/// events}`: one `task.comment` event per comment (subject the task) and
+/// the task's new cursor, in one transaction. The cursor must be above the
+/// stored one (`cursor-not-increasing`), and the comments' ids strictly
+/// increasing, above the stored cursor and at most the new one; any
+/// refusal writes nothing. No comments at all is a baseline: the cursor
+/// alone (the spec's historical comments, baselined without events).
+pub fn record_comments(
+    core: &mut Core,
+    business: &str,
+    task_ref: &str,
+    cursor: i64,
+    comments: &[Comment],
+) -> Result<Value, Code> {
+    if !core.config.businesses.contains_key(business) {
+        return Err(Code::UnknownBusiness);
+    }
+    let task = task_id(task_ref)?;
+    if !(1..=SAFE_MAX).contains(&cursor) {
+        return Err(Code::InvalidRequest);
+    }
+    let ascending = comments.windows(2).all(|w| w[0].id < w[1].id);
+    if !ascending || comments.last().is_some_and(|c| c.id > cursor) {
+        return Err(Code::InvalidRequest);
+    }
+    let r = core.store.write(|t| {
+        let stored = crate::store::comments::latest_cursor(&t.tx, business, task)?;
+        if let Some(s) = stored {
+            if cursor <= s || comments.first().is_some_and(|c| c.id <= s) {
+                return Err(Code::CursorNotIncreasing);
+            }
+        }
+        let mut events = Vec::with_capacity(comments.len());
+        for c in comments {
+            let body = json!({"task_ref": task_ref, "comment": c.id, "author": c.author,
+                              "at": c.at, "body": c.body});
+            let w = evidence::insert_event(
+                t,
+                business,
+                "task.comment",
+                Actor {
+                    role: None,
+                    run: None,
+                },
+                Some(task_ref),
+                &body,
+            )?;
+            events.push(w.id);
+        }
+        crate::store::comments::insert_cursor(t, business, task, cursor)?;
+        Ok(json!({"cursor": cursor, "events": events}))
+    });
+    match r {
+        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
+            core,
+            business,
+            None,
+            None,
+            "recordComments",
+            Code::KnownToken,
+        )),
+        other => other,
+    }
+}
+
+/// `commentCursor {business, task_ref}` → `{cursor, epoch}`: the task's
+/// latest cursor (null before its first) and the store's cursor epoch.
+pub fn comment_cursor(core: &Core, business: &str, task_ref: &str) -> Result<Value, Code> {
+    if !core.config.businesses.contains_key(business) {
+        return Err(Code::UnknownBusiness);
+    }
+    let task = task_id(task_ref)?;
+    let conn = core.store.conn();
+    let cursor = crate::store::comments::latest_cursor(conn, business, task)?;
+    let epoch = crate::store::comments::epoch(conn)?;
+    Ok(json!({"cursor": cursor, "epoch": epoch}))
 }
 
 #[cfg(test)]

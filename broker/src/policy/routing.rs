@@ -7,6 +7,23 @@ use crate::config::Business;
 /// The reserved route and sender of the business's human.
 pub const HUMAN: &str = "human";
 
+/// The definition of the business's chief of staff.
+pub const CHIEF_OF_STAFF: &str = "chief-of-staff";
+
+/// The definition of role instance `role`, if it has one.
+pub fn definition_of<'a>(business: &'a Business, role: &str) -> Option<&'a str> {
+    business
+        .roles
+        .get(role)
+        .and_then(|r| r.definition.as_deref())
+}
+
+/// True when `target` is an instance of an END_PROTECTED definition (only
+/// the chief of staff's reason or the human's CLI resolution ends it).
+pub fn end_protected(business: &Business, target: &str) -> bool {
+    super::threads::is_end_protected(business, target)
+}
+
 /// A decision's class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {

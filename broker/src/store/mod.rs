@@ -5,6 +5,7 @@
 //! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
 
 pub mod clock;
+pub mod comments;
 pub mod decisions;
 pub mod evidence;
 pub mod messages;

@@ -85,12 +85,15 @@ const CLOSER: Sessions = Sessions {
     tester: Some(Code::TesterRefused),
     ..ANY
 };
-/// The outside-agent human CLI only.
+/// The outside-agent human CLI only. Every other class gets
+/// `human-required`, the tester too: the spec's rows for the human-only
+/// verbs name the tester's code, and a specific row wins over the tester's
+/// general `tester-refused` (docs/decisions.md).
 const HUMAN: Sessions = Sessions {
     role: Some(Code::HumanRequired),
     reader: Some(Code::HumanRequired),
     human: None,
-    tester: Some(Code::TesterRefused),
+    tester: Some(Code::HumanRequired),
 };
 /// Human and reader sessions; the tester has the reader's views.
 const VIEWER: Sessions = Sessions {
@@ -108,6 +111,17 @@ const NO_TESTER: Sessions = Sessions {
     tester: Some(Code::TesterRefused),
     ..ANY
 };
+
+/// A human-only verb this build does not serve: the tester gets
+/// `human-required` (as for a served human-only verb); anyone else learns
+/// it is not built.
+const fn planned_human(name: &'static str) -> VerbEntry {
+    VerbEntry {
+        name,
+        sessions: HUMAN,
+        handler: None,
+    }
+}
 
 /// One row of [`VERBS`].
 pub struct VerbEntry {
@@ -163,8 +177,8 @@ pub const VERBS: &[VerbEntry] = &[
     served("review.request", ROLE, run::<reviews::Request>),
     served("review.verdict", ROLE, run::<reviews::Verdict>),
     planned("organization.set"),
-    planned("limits"),
-    planned("limits.set"),
+    planned_human("limits"),
+    planned_human("limits.set"),
     planned("name.set"),
     planned("names"),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
@@ -178,16 +192,16 @@ pub const VERBS: &[VerbEntry] = &[
     served("thread.messages", HUMAN, run::<threads::ThreadMessages>),
     planned("spec.read"),
     planned("record.write"),
-    planned("project.files"),
-    planned("project.file"),
-    planned("project.file.save"),
+    planned_human("project.files"),
+    planned_human("project.file"),
+    planned_human("project.file.save"),
     planned("usage.begin"),
     planned("usage.end"),
     planned("usage"),
-    planned("instances"),
-    planned("instances.set"),
-    planned("routes"),
-    planned("routes.set"),
+    planned_human("instances"),
+    planned_human("instances.set"),
+    planned_human("routes"),
+    planned_human("routes.set"),
 ];
 
 /// A verb's row in [`VERBS`].
@@ -200,13 +214,28 @@ pub fn served_verbs() -> impl Iterator<Item = &'static str> {
     VERBS.iter().filter(|v| v.handler.is_some()).map(|v| v.name)
 }
 
-/// Runs one verb for `caller`. Every refusal is a static code.
-///
+/// Runs one verb for `caller`. Every refusal is a static code, and every
+/// refusal of a resolved caller other than a reader leaves evidence (see
+/// [`refused`]): this is the one place that writes it for the verbs.
+pub fn dispatch(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    args: Option<Map<String, Value>>,
+) -> Result<Value, Code> {
+    // Taken before the handler consumes the args; only a refusal uses it.
+    let subject = refusal_subject(args.as_ref());
+    match run_verb(core, caller, verb, args) {
+        Ok(reply) => Ok(reply),
+        Err(code) => Err(refused(core, caller, verb, subject, code)),
+    }
+}
+
 /// The order: unknown verb; a tester's class (before anything of the
 /// request is looked at); the known-token check on the args; every other
 /// class; then the handler (parse, apply) and the known-token check on the
 /// reply.
-pub fn dispatch(
+fn run_verb(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
@@ -219,12 +248,8 @@ pub fn dispatch(
     // The known-token check: the request's args, then (below) the reply.
     if let Some(a) = args.as_ref().filter(|_| !core.known_tokens().is_empty()) {
         let tokens = core.known_tokens();
-        let found = a
-            .iter()
-            .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)));
-        if let Err(code) = found {
-            return refuse_known_token(core, caller, verb, code);
-        }
+        a.iter()
+            .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)))?;
     }
     let Some(handler) = entry.handler else {
         return Err(Code::NotImplemented);
@@ -232,41 +257,88 @@ pub fn dispatch(
     if let Some(code) = entry.sessions.refusal(caller) {
         return Err(code);
     }
-    let result = handler(core, caller, Args::new(args));
-    match result {
-        Ok(reply) => match core.known_tokens().check(&reply) {
-            Ok(()) => Ok(reply),
-            Err(code) => refuse_known_token(core, caller, verb, code),
-        },
-        // An evidence writer found a token: the verb's transaction rolled back.
-        Err(Code::KnownToken) => refuse_known_token(core, caller, verb, Code::KnownToken),
-        Err(code) => Err(code),
-    }
+    let reply = handler(core, caller, Args::new(args))?;
+    core.known_tokens().check(&reply)?;
+    Ok(reply)
 }
 
-/// Records a known-token refusal as `action.refused` (the code only, never
-/// the content) and refuses; if that evidence can't be written the caller
-/// gets `storage-unavailable`.
-fn refuse_known_token(
+/// The task a refusal is filed under: the request's `task_ref`, else a
+/// `target` that is a task ref; anything else (or a malformed ref) is none.
+fn refusal_subject(args: Option<&Map<String, Value>>) -> Option<String> {
+    let a = args?;
+    ["task_ref", "target"]
+        .iter()
+        .filter_map(|k| a.get(*k).and_then(Value::as_str))
+        .find(|s| crate::ids::is_task_ref(s))
+        .map(str::to_string)
+}
+
+/// Codes whose evidence is already written where they arise, with more
+/// than the code: `decision-route-refused` (the raise's authorization).
+/// And `storage-unavailable`, which is not written: the store just failed.
+fn written_elsewhere(code: Code) -> bool {
+    matches!(code, Code::DecisionRouteRefused | Code::StorageUnavailable)
+}
+
+/// A verb's name as the evidence records it: the name as sent when it is
+/// shaped like one (an unknown verb's too), else null, so a refusal never
+/// copies arbitrary request text into the store.
+fn action_name(verb: &str) -> Option<&str> {
+    let b = verb.as_bytes();
+    let shaped = !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|&c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'_')
+        });
+    shaped.then_some(verb)
+}
+
+/// The refusal evidence: `action.refused {action, code}` against the
+/// caller, on `subject`'s trail, in a transaction of its own (the verb's
+/// was rolled back before this runs; in the writer's batch it is a
+/// savepoint of its own). A reader leaves none. A known token is recorded
+/// by its code only, with no subject: nothing of the request is copied.
+/// Returns the code the caller gets: `storage-unavailable` when the
+/// evidence could not be written.
+fn refused(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
+    subject: Option<String>,
     code: Code,
-) -> Result<Value, Code> {
-    let (role, run) = match caller {
-        Caller::Role { role, run, .. } => (Some(role.as_str()), Some(run.as_str())),
-        Caller::Human { .. } => (Some(messages::HUMAN), Some(messages::HUMAN_RUN)),
-        Caller::Tester { .. } => (Some(messages::TESTER), Some(messages::TESTER_RUN)),
-        Caller::Reader { .. } => (None, None),
+) -> Code {
+    if written_elsewhere(code) {
+        return code;
+    }
+    let Some((role, run)) = actor_of(caller) else {
+        return code;
     };
-    Err(record_refusal(
+    let (action, subject) = if code == Code::KnownToken {
+        (action_name(verb).filter(|v| lookup(v).is_some()), None)
+    } else {
+        (action_name(verb), subject)
+    };
+    write_refusal(
         core,
         caller.business(),
-        role,
-        run,
-        verb,
+        Some(role),
+        Some(run),
+        action,
+        subject.as_deref(),
         code,
-    ))
+    )
+}
+
+/// The role and run a resolved caller's evidence is recorded under; none
+/// for a reader, which never writes.
+fn actor_of(caller: &Caller) -> Option<(&str, &str)> {
+    match caller {
+        Caller::Role { role, run, .. } => Some((role, run)),
+        Caller::Human { .. } => Some((messages::HUMAN, messages::HUMAN_RUN)),
+        Caller::Tester { .. } => Some((messages::TESTER, messages::TESTER_RUN)),
+        Caller::Reader { .. } => None,
+    }
 }
 
 /// Writes `action.refused {action, code}` for a refusal that must leave
@@ -280,6 +352,18 @@ pub(crate) fn record_refusal(
     action: &str,
     code: Code,
 ) -> Code {
+    write_refusal(core, business, role, run, Some(action), None, code)
+}
+
+fn write_refusal(
+    core: &mut Core,
+    business: &str,
+    role: Option<&str>,
+    run: Option<&str>,
+    action: Option<&str>,
+    subject: Option<&str>,
+    code: Code,
+) -> Code {
     let body = serde_json::json!({"action": action, "code": code.as_str()});
     let written = core.store.write(|t| {
         crate::store::evidence::insert_event(
@@ -287,7 +371,7 @@ pub(crate) fn record_refusal(
             business,
             "action.refused",
             crate::store::evidence::Actor { role, run },
-            None,
+            subject,
             &body,
         )
     });

@@ -421,6 +421,9 @@ fn assignee_roles(biz: &Business, t: &TaskRow) -> Vec<String> {
     roles
 }
 
+/// Largest integer JSON carries exactly (2^53 - 1).
+const SAFE_INTEGER_MAX: i64 = (1 << 53) - 1;
+
 /// `tasks`: none → the whole projection; `{task_ref}` → one row; any of
 /// `{done, assignee, label, requirement, limit, after}` → `{tasks, total, next}`.
 pub enum Tasks {
@@ -433,7 +436,7 @@ pub enum Tasks {
 pub struct TaskFilter {
     done: Option<bool>,
     assignee: Option<String>,
-    label: Option<Value>,
+    label: Option<i64>,
     requirement: Option<String>,
     limit: usize,
     after: Option<String>,
@@ -446,6 +449,9 @@ impl Verb for Tasks {
         }
         if let Some(task_ref) = args.opt_str("task_ref", 256)? {
             args.finish()?;
+            if !crate::ids::is_task_ref(&task_ref) {
+                return Err(Code::InvalidRequest);
+            }
             return Ok(Tasks::One(task_ref));
         }
         let done = match args.take_present("done") {
@@ -454,10 +460,15 @@ impl Verb for Tasks {
             Some(_) => return Err(Code::InvalidRequest),
         };
         let assignee = args.opt_str("assignee", 64)?;
+        // A label id: a non-negative safe integer, nothing else (a label's
+        // name, a float or a numeric string is invalid-request).
         let label = match args.take_present("label") {
             None => None,
-            Some(Value::Number(n)) if n.as_u64().is_some() => Some(Value::Number(n)),
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Value::String(s)),
+            Some(Value::Number(n)) => Some(
+                n.as_i64()
+                    .filter(|l| (0..=SAFE_INTEGER_MAX).contains(l))
+                    .ok_or(Code::InvalidRequest)?,
+            ),
             Some(_) => return Err(Code::InvalidRequest),
         };
         let requirement = args.opt_str("requirement", 64)?;
@@ -551,7 +562,7 @@ fn task_page(conn: &Connection, biz: &Business, filter: TaskFilter) -> Result<Va
                 .fields
                 .get("labels")
                 .and_then(Value::as_array)
-                .is_some_and(|ls| ls.contains(l));
+                .is_some_and(|ls| ls.iter().any(|x| x.as_i64() == Some(*l)));
             if !has {
                 continue;
             }

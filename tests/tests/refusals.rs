@@ -1,0 +1,804 @@
+//! Refusal evidence (3i, DESIGN.md "Schema 3i"), argument hygiene, the
+//! END_PROTECTED rules and the comment cursors, on real brokers: a real
+//! `mosaic-bus` child, real sockets, real SQLite.
+//!
+//! Every refusal of a resolved caller (a role's run, the proven human, the
+//! proven tester) leaves one `action.refused {action, code}` against it, on
+//! the task's trail when the request names a task; the verb's own effects
+//! are absent. No caller, or a reader: nothing.
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+const TASK: &str = "vikunja:3/41";
+const C1: &str = "1111111111111111111111111111111111111111";
+const NO_ID: &str = "00000000-0000-4000-8000-000000000000";
+
+fn business() -> Value {
+    json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "pm"},
+        "roles": {
+            "pm": {"definition": "pm",
+                   "authority": {"withinRole": ["message.send", "role.end"], "crossRole": []}},
+            "cto": {"definition": "cto",
+                    "authority": {"withinRole": ["message.send", "review.verdict"],
+                                  "crossRole": []}},
+            "dev": {"definition": "dev",
+                    "authority": {"withinRole": ["message.send", "git.push.working",
+                                                 "review.request", "record.write"],
+                                  "crossRole": ["role.revoke", "task.close"]}},
+            "qa": {"definition": "qa", "authority": {"withinRole": [], "crossRole": []}},
+            "cos": {"definition": "chief-of-staff",
+                    "authority": {"withinRole": ["role.end", "message.send"],
+                                  "crossRole": []}},
+            "aide": {"definition": "assistant",
+                     "authority": {"withinRole": [], "crossRole": []}}
+        },
+        "launch": {"by": "pm", "instances": ["cto", "dev", "qa"]},
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    })
+}
+
+/// The roles bound (runs `<role>-1`) and claimed. The assistant instance
+/// `aide` is not: its runs are thread runs, and no test here needs one.
+const ROLES: [&str; 5] = ["pm", "cto", "dev", "qa", "cos"];
+
+struct Env {
+    root: tempfile::TempDir,
+    b: Broker,
+    caps: HashMap<&'static str, String>,
+    reader: String,
+    _procs: Vec<Sleeper>,
+}
+
+fn env() -> Env {
+    let root = data_root();
+    let config = json!({"dataRoot": root.path(), "businesses": {"acme": business()},
+                        "readers": ["acme"]});
+    let (mut b, reply) = Broker::spawn(root.path(), config);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let mut caps = HashMap::new();
+    let mut procs = Vec::new();
+    for r in ROLES {
+        let p = sleeper();
+        caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
+        procs.push(p);
+    }
+    let reader = b.reader_cap();
+    let e = Env {
+        root,
+        b,
+        caps,
+        reader,
+        _procs: procs,
+    };
+    for r in ROLES {
+        e.ok(r, "role.claim", Value::Null);
+    }
+    e
+}
+
+impl Env {
+    fn call(&self, role: &str, verb: &str, args: Value) -> Value {
+        self.b.call(&self.caps[role], verb, args)
+    }
+    fn ok(&self, role: &str, verb: &str, args: Value) -> Value {
+        res(&self.call(role, verb, args)).clone()
+    }
+    fn refused(&self, role: &str, verb: &str, args: Value) -> String {
+        err(&self.call(role, verb, args)).to_string()
+    }
+    fn refusals(&self) -> Vec<Value> {
+        refusals(self.root.path())
+    }
+    fn counts(&self) -> Vec<i64> {
+        row_counts(self.root.path())
+    }
+    /// The task's `action.refused` events on its trail (as the reader reads
+    /// it), as `[role, run, subject, action, code]`.
+    fn trail_refusals(&self, task: &str) -> Vec<Value> {
+        let t = res(&self.b.call(&self.reader, "trail", json!({"subject": task}))).clone();
+        t.as_array()
+            .expect("trail")
+            .iter()
+            .filter(|r| r["kind"] == json!("action.refused"))
+            .map(|r| {
+                json!([
+                    r["role"],
+                    r["run"],
+                    r["subject"],
+                    r["body"]["action"],
+                    r["body"]["code"]
+                ])
+            })
+            .collect()
+    }
+    fn count(&self, sql: &str) -> i64 {
+        db(self.root.path())
+            .query_row(sql, [], |r| r.get(0))
+            .expect("count")
+    }
+    /// A role's refusal of `verb` with `args`: the code it gets, then the
+    /// one new refusal row, which must be `[role, role-1, subject, verb,
+    /// code]`; nothing else is written.
+    fn refuses(&self, role: &str, verb: &str, args: Value, code: &str, subject: Option<&str>) {
+        let (before, n) = (self.counts(), self.refusals().len());
+        assert_eq!(
+            self.refused(role, verb, args.clone()),
+            code,
+            "{verb} {args}"
+        );
+        let run = format!("{role}-1");
+        assert_eq!(
+            self.refusals()[n..],
+            [json!([role, run, subject, verb, code])],
+            "{verb} {args}"
+        );
+        assert_eq!(
+            self.counts(),
+            before,
+            "{verb} {args}: nothing but the refusal"
+        );
+    }
+}
+
+fn row(role: &str, subject: Option<&str>, action: &str, code: &str) -> Value {
+    json!([role, format!("{role}-1"), subject, action, code])
+}
+
+/// The review family and `task.close` (through `authorize`): each refusal
+/// is on the task's trail with its code, and the review or close is absent.
+#[test]
+fn review_and_close_refusals_land_on_the_task_trail() {
+    let mut e = env();
+    // review.request of a commit never pushed.
+    e.refuses(
+        "dev",
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "cto"}),
+        "unknown-commit",
+        Some(TASK),
+    );
+    // review.verdict with no such request.
+    e.refuses(
+        "cto",
+        "review.verdict",
+        json!({"task_ref": TASK, "request": NO_ID, "verdict": "approve", "body": "ok"}),
+        "request-not-found",
+        Some(TASK),
+    );
+    // task.close without the decision dev's cross-role grant needs.
+    let close = e.b.op(json!({"op": "authorize", "cap": e.caps["dev"],
+                              "action": "task.close", "target": TASK}));
+    assert_eq!(close["error"], json!("decision-required"), "{close}");
+    assert_eq!(
+        e.trail_refusals(TASK),
+        [
+            row("dev", Some(TASK), "review.request", "unknown-commit"),
+            row("cto", Some(TASK), "review.verdict", "request-not-found"),
+            row("dev", Some(TASK), "task.close", "decision-required"),
+        ]
+    );
+    assert_eq!(
+        e.count(
+            "SELECT count(*) FROM events WHERE kind IN ('review.requested', 'review.verdict')
+                 OR (kind = 'action.allowed' AND subject = 'vikunja:3/41')"
+        ),
+        0,
+        "no review, no close"
+    );
+    // A malformed task ref files nothing on a trail; the refusal is still on record.
+    e.refuses(
+        "dev",
+        "review.request",
+        json!({"task_ref": "vikunja:3", "commit": C1, "to": "cto"}),
+        "invalid-request",
+        None,
+    );
+    e.b.close();
+}
+
+/// One refusal per verb family, each against its caller with its code and
+/// subject, its own effects absent.
+#[test]
+fn every_verb_family_records_its_refusals() {
+    let e = env();
+    // roles: qa's run is not pm's holder; a second claim is refused.
+    e.refuses("qa", "role.claim", Value::Null, "role-held", None);
+    e.refuses(
+        "dev",
+        "role.revoke",
+        json!({"role": "qa", "decision": NO_ID}),
+        "decision-not-found",
+        None,
+    );
+    // events
+    e.refuses(
+        "pm",
+        "event.emit",
+        json!({"kind": "action.allowed", "body": {"action": "deploy"}}),
+        "invalid-request",
+        None,
+    );
+    // messages: qa has no message.send grant.
+    e.refuses(
+        "qa",
+        "message.send",
+        json!({"to": "pm", "body": "x"}),
+        "decision-required",
+        None,
+    );
+    e.refuses(
+        "pm",
+        "message.read",
+        json!({"id": NO_ID}),
+        "message-not-found",
+        None,
+    );
+    // decisions: a raise naming a task lands on its trail.
+    e.refuses(
+        "dev",
+        "decision.raise",
+        json!({"action": "no.such.action", "question": "?", "options": [{"key": "yes", "text": "Y"}, {"key": "no", "text": "N"}],
+               "recommendation": "yes", "blocking": true, "task_ref": TASK}),
+        "unknown-action",
+        Some(TASK),
+    );
+    e.refuses(
+        "pm",
+        "decision.resolve",
+        json!({"id": NO_ID, "choice": "yes"}),
+        "decision-not-found",
+        None,
+    );
+    // launch (human only): a role gets human-required.
+    e.refuses("pm", "launch.revoke", Value::Null, "human-required", None);
+    // reads: a role's refused read is recorded too.
+    e.refuses(
+        "pm",
+        "tasks",
+        json!({"label": "bug"}),
+        "invalid-request",
+        None,
+    );
+    e.refuses("pm", "messages", Value::Null, "human-required", None);
+    e.refuses(
+        "pm",
+        "tasks",
+        json!({"task_ref": TASK, "done": true}),
+        "invalid-request",
+        Some(TASK),
+    );
+    // A verb the build doesn't serve, and one nobody knows: the name as sent.
+    e.refuses("pm", "spec.read", Value::Null, "not-implemented", None);
+    e.refuses("pm", "thread.list", Value::Null, "human-required", None);
+    e.refuses("pm", "no.such.verb", Value::Null, "unknown-verb", None);
+    assert_eq!(
+        e.trail_refusals(TASK),
+        [
+            row("dev", Some(TASK), "decision.raise", "unknown-action"),
+            row("pm", Some(TASK), "tasks", "invalid-request"),
+        ]
+    );
+    // No decision was stored, pm still holds its role.
+    assert_eq!(e.count("SELECT count(*) FROM decisions"), 0);
+    e.b.close();
+}
+
+/// No caller, or a reader: nothing is written at all.
+#[test]
+fn no_caller_and_readers_leave_no_evidence() {
+    let e = env();
+    let before = (e.counts(), e.refusals());
+    // Unknown capability, bad frame, bad envelope.
+    assert_eq!(
+        err(&e.b.call("not-a-capability", "role.claim", Value::Null)),
+        "unknown-capability"
+    );
+    assert_eq!(
+        err(&raw_request(&e.b.socket, b"{not json\n")),
+        "invalid-request"
+    );
+    assert_eq!(
+        err(&raw_request(&e.b.socket, b"{\"verb\":\"trail\"}\n")),
+        "invalid-request"
+    );
+    // A reader refused, by class and by argument.
+    for (verb, args, code) in [
+        (
+            "message.send",
+            json!({"to": "pm", "body": "x"}),
+            "read-only",
+        ),
+        ("role.claim", Value::Null, "read-only"),
+        (
+            "tasks",
+            json!({"label": "x", "task_ref": TASK}),
+            "invalid-request",
+        ),
+        ("no.such.verb", Value::Null, "unknown-verb"),
+    ] {
+        assert_eq!(err(&e.b.call(&e.reader, verb, args)), code, "{verb}");
+    }
+    assert_eq!((e.counts(), e.refusals()), before);
+    e.b.close();
+}
+
+/// A refused `decision.raise` whose route is refused writes its own
+/// `action.refused` (with the authorization); the dispatch adds no second.
+#[test]
+fn a_refused_route_is_recorded_once() {
+    let root = data_root();
+    let mut biz = business();
+    // qa only hears from the cto: the human (gated route) may not close to it.
+    biz["roles"]["qa"]["messaging"] = json!({"sendTo": ["cto"], "receiveFrom": ["cto"]});
+    let config = json!({"dataRoot": root.path(), "businesses": {"acme": biz}});
+    let (mut b, reply) = Broker::spawn(root.path(), config);
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let p = sleeper();
+    let qa = b.bind("qa", "qa-1", p.id());
+    assert_eq!(
+        res(&b.call(&qa, "role.claim", Value::Null))["op"],
+        json!("claim")
+    );
+    let r = b.call(
+        &qa,
+        "decision.raise",
+        json!({"action": "deploy", "question": "?", "options": [{"key": "yes", "text": "Y"}, {"key": "no", "text": "N"}],
+               "recommendation": "yes", "blocking": true, "task_ref": TASK}),
+    );
+    assert_eq!(err(&r), "decision-route-refused");
+    assert_eq!(
+        refusals(root.path()),
+        [row(
+            "qa",
+            Some(TASK),
+            "decision.raise",
+            "decision-route-refused"
+        )]
+    );
+    b.close();
+}
+
+/// Argument hygiene: every argument of every served verb a role or a reader
+/// may call, given each wrong JSON type, refuses with the verb's code for a
+/// malformed value (`invalid-request` unless the spec names another), and
+/// never reaches the verb's effects.
+#[test]
+fn every_argument_of_every_verb_is_type_checked() {
+    let e = env();
+    let wrong_for = |kind: char| -> Vec<Value> {
+        let all = [
+            json!(7),
+            json!(1.5),
+            json!(true),
+            json!("x"),
+            json!([]),
+            json!({}),
+            json!(-1),
+        ];
+        all.into_iter()
+            .filter(|v| match kind {
+                's' => !v.is_string(),
+                'b' => !v.is_boolean(),
+                // An integer argument: no string, bool, float, array, object
+                // or negative number.
+                'n' => !(v.is_u64()),
+                'o' => !v.is_object(),
+                'a' => !v.is_array(),
+                _ => unreachable!(),
+            })
+            .collect()
+    };
+    // (caller, verb, valid-shaped args, [(key, kind, code for a wrong type)]).
+    type Case = (
+        &'static str,
+        &'static str,
+        Value,
+        Vec<(&'static str, char, &'static str)>,
+    );
+    let ir = "invalid-request";
+    let raise = json!({"action": "deploy", "question": "?", "options": [{"key": "yes", "text": "Y"}, {"key": "no", "text": "N"}],
+                       "recommendation": "yes", "blocking": false});
+    let cases: Vec<Case> = vec![
+        (
+            "dev",
+            "role.revoke",
+            json!({"role": "qa", "decision": NO_ID}),
+            vec![("role", 's', ir), ("decision", 's', ir)],
+        ),
+        (
+            "pm",
+            "event.emit",
+            json!({"kind": "action.allowed", "body": {"action": "routine"}, "subject": TASK}),
+            vec![("kind", 's', ir), ("body", 'o', ir), ("subject", 's', ir)],
+        ),
+        (
+            "pm",
+            "message.send",
+            json!({"to": "cto", "body": "x"}),
+            vec![
+                ("to", 's', ir),
+                ("body", 's', ir),
+                ("class", 's', ir),
+                ("in_reply_to", 's', ir),
+                ("corrects", 's', ir),
+                ("decision", 's', ir),
+            ],
+        ),
+        (
+            "pm",
+            "message.read",
+            json!({"id": NO_ID}),
+            vec![("id", 's', ir)],
+        ),
+        (
+            "dev",
+            "decision.raise",
+            raise.clone(),
+            vec![
+                ("action", 's', ir),
+                ("question", 's', ir),
+                ("options", 'a', "invalid-options"),
+                ("recommendation", 's', "invalid-recommendation"),
+                ("blocking", 'b', ir),
+                ("domain", 's', ir),
+                ("target", 's', ir),
+                ("project", 's', ir),
+                ("task_ref", 's', ir),
+                ("requirement_ref", 's', ir),
+                ("supersedes", 's', ir),
+                ("choice", 's', ir),
+                ("approvalChoice", 's', "invalid-approval-choice"),
+            ],
+        ),
+        (
+            "pm",
+            "decision.resolve",
+            json!({"id": NO_ID, "choice": "yes"}),
+            vec![("id", 's', ir), ("choice", 's', ir), ("note", 's', ir)],
+        ),
+        (
+            "pm",
+            "decision.seen",
+            json!({"id": NO_ID}),
+            vec![("id", 's', ir)],
+        ),
+        (
+            "pm",
+            "decision.withdraw",
+            json!({"id": NO_ID}),
+            vec![("id", 's', ir)],
+        ),
+        (
+            "pm",
+            "trail",
+            json!({"subject": TASK}),
+            vec![("subject", 's', ir)],
+        ),
+        (
+            "pm",
+            "tasks",
+            json!({"done": false}),
+            vec![
+                ("done", 'b', ir),
+                ("assignee", 's', ir),
+                ("label", 'n', ir),
+                ("requirement", 's', ir),
+                ("limit", 'n', ir),
+                ("after", 's', ir),
+            ],
+        ),
+        (
+            "pm",
+            "tasks",
+            json!({"task_ref": TASK}),
+            vec![("task_ref", 's', ir)],
+        ),
+        (
+            "reader",
+            "replies",
+            json!({"id": NO_ID}),
+            vec![("id", 's', ir)],
+        ),
+        (
+            "reader",
+            "messages",
+            json!({"limit": 5}),
+            vec![("limit", 'n', ir), ("after", 's', ir)],
+        ),
+        (
+            "reader",
+            "decisions",
+            json!({"list": "recent"}),
+            vec![("list", 's', ir)],
+        ),
+        (
+            "dev",
+            "review.request",
+            json!({"task_ref": TASK, "commit": C1, "to": "cto"}),
+            vec![
+                ("task_ref", 's', ir),
+                ("commit", 's', ir),
+                ("to", 's', ir),
+                ("note", 's', ir),
+                ("decision", 's', ir),
+            ],
+        ),
+        (
+            "cto",
+            "review.verdict",
+            json!({"task_ref": TASK, "request": NO_ID, "verdict": "approve", "body": "ok"}),
+            vec![
+                ("task_ref", 's', ir),
+                ("request", 's', ir),
+                ("verdict", 's', ir),
+                ("body", 's', ir),
+                ("decision", 's', ir),
+            ],
+        ),
+    ];
+    let before = e.counts();
+    let mut wrong = Vec::new();
+    let mut tried = 0;
+    for (who, verb, base, keys) in &cases {
+        let cap = if *who == "reader" {
+            e.reader.clone()
+        } else {
+            e.caps[who].clone()
+        };
+        for (key, kind, code) in keys {
+            for bad in wrong_for(*kind) {
+                let mut args = base.clone();
+                args[*key] = bad.clone();
+                tried += 1;
+                let got = e.b.call(&cap, verb, args.clone());
+                if got["error"] != json!(code) {
+                    wrong.push(format!("{verb} {key}={bad}: {got}, want {code}"));
+                }
+            }
+        }
+        // And an argument the verb doesn't know.
+        let mut args = base.clone();
+        args["unknown_key"] = json!(1);
+        let got = e.b.call(&cap, verb, args);
+        if got["error"] != json!(ir) {
+            wrong.push(format!("{verb} unknown_key: {got}"));
+        }
+    }
+    // Verbs that take no args refuse any.
+    for (who, verb) in [
+        ("pm", "role.release"),
+        ("qa", "role.claim"),
+        ("pm", "message.receive"),
+        ("pm", "inbox"),
+        ("pm", "agents"),
+        ("pm", "requirements"),
+        ("pm", "state"),
+        ("reader", "credentials"),
+    ] {
+        let cap = if who == "reader" {
+            e.reader.clone()
+        } else {
+            e.caps[who].clone()
+        };
+        let got = e.b.call(&cap, verb, json!({"x": 1}));
+        if got["error"] != json!(ir) {
+            wrong.push(format!("{verb} with an arg: {got}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(tried > 200, "{tried}");
+    assert_eq!(
+        e.counts(),
+        before,
+        "no refused request wrote anything but its refusal"
+    );
+    e.b.close();
+}
+
+/// END_PROTECTED (Q169): a role.revoke of an assistant instance is gated at
+/// every class and routes to the human; only the chief of staff's reason
+/// or the human's CLI resolution may end it.
+#[test]
+fn an_assistant_instance_ends_only_by_the_chief_of_staff_or_the_human() {
+    let e = env();
+    // dev holds role.revoke cross-role: for qa it goes to the arbiter, for
+    // the assistant to the human, gated.
+    let raise = |target: &str| {
+        e.ok(
+            "dev",
+            "decision.raise",
+            json!({"action": "role.revoke", "target": target, "question": "End it?",
+                   "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+                   "recommendation": "yes", "blocking": false}),
+        )
+    };
+    let qa = raise("qa");
+    assert_eq!(
+        (&qa["class"], &qa["routed_to"]),
+        (&json!("cross-role"), &json!("pm"))
+    );
+    let aide = raise("aide");
+    assert_eq!(
+        (&aide["class"], &aide["routed_to"]),
+        (&json!("gated"), &json!("human"))
+    );
+    // So no arbiter resolves it: pm can't.
+    assert_eq!(
+        e.refused(
+            "pm",
+            "decision.resolve",
+            json!({"id": aide["id"], "choice": "yes"})
+        ),
+        "not-resolver"
+    );
+    // A reason from anyone but the chief of staff: role-end-refused from
+    // pm, which holds role.end but is not the chief of staff; a role without
+    // role.end gets decision-required first (the role.end rule).
+    e.refuses(
+        "pm",
+        "role.revoke",
+        json!({"role": "aide", "reason": "done"}),
+        "role-end-refused",
+        None,
+    );
+    for who in ["dev", "qa"] {
+        e.refuses(
+            who,
+            "role.revoke",
+            json!({"role": "aide", "reason": "done"}),
+            "decision-required",
+            None,
+        );
+    }
+    // The chief of staff's reason passes: the end then finds no thread of
+    // the aide held (its runs are thread runs; none is bound here).
+    e.refuses(
+        "cos",
+        "role.revoke",
+        json!({"role": "aide", "reason": "done"}),
+        "not-held",
+        None,
+    );
+    // A non-protected target keeps the old rule: cos ends qa with a reason.
+    let r = e.ok(
+        "cos",
+        "role.revoke",
+        json!({"role": "qa", "reason": "stuck"}),
+    );
+    assert_eq!((&r["role"], &r["op"]), (&json!("qa"), &json!("revoke")));
+    // Nothing revoked the aide.
+    assert_eq!(
+        e.count("SELECT count(*) FROM role_claims WHERE role = 'aide' AND op = 'revoke'"),
+        0
+    );
+    e.b.close();
+}
+
+/// The task sync's comment cursors through the host channel: a cursor and
+/// its comment events commit together; a cursor that does not increase
+/// refuses `cursor-not-increasing` and writes nothing; `commentCursor`
+/// answers `{cursor|null, epoch}`.
+#[test]
+fn comment_cursors_commit_with_their_comments() {
+    let mut e = env();
+    let cursor = |e: &mut Env, task: &str| {
+        let r =
+            e.b.op(json!({"op": "commentCursor", "business": "acme", "task_ref": task}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        r["result"].clone()
+    };
+    let first = cursor(&mut e, TASK);
+    assert_eq!(first["cursor"], Value::Null);
+    let epoch = first["epoch"].as_str().expect("epoch").to_string();
+    assert!(epoch.ends_with('Z'), "{epoch}");
+    let comment = |id: i64, body: &str| json!({"id": id, "author": "ada", "at": "2026-12-03T10:00:00Z", "body": body});
+    let r = e.b.op(
+        json!({"op": "recordComments", "business": "acme", "task_ref": TASK, "cursor": 12,
+                          "comments": [comment(10, "first"), comment(12, "second")], "id": 4}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(r["id"], json!(4));
+    assert_eq!(r["result"]["cursor"], json!(12));
+    assert_eq!(r["result"]["events"].as_array().map(Vec::len), Some(2));
+    assert_eq!(cursor(&mut e, TASK), json!({"cursor": 12, "epoch": epoch}));
+    // On the task's trail, in order.
+    let t = res(&e.b.call(&e.reader, "trail", json!({"subject": TASK}))).clone();
+    let comments: Vec<&Value> = t
+        .as_array()
+        .expect("trail")
+        .iter()
+        .filter(|r| r["kind"] == json!("task.comment"))
+        .collect();
+    assert_eq!(comments.len(), 2);
+    assert_eq!(
+        comments[1]["body"],
+        json!({"task_ref": TASK, "comment": 12, "author": "ada", "at": "2026-12-03T10:00:00Z", "body": "second"})
+    );
+    // Not increasing: the same cursor, a lower one, or a comment at or
+    // below the stored cursor. Nothing is written.
+    let before = (
+        e.counts(),
+        e.count("SELECT count(*) FROM task_comment_cursors"),
+    );
+    for (c, comments) in [
+        (12, json!([])),
+        (11, json!([comment(11, "late")])),
+        (20, json!([comment(12, "again"), comment(20, "new")])),
+    ] {
+        let r = e.b.op(
+            json!({"op": "recordComments", "business": "acme", "task_ref": TASK,
+                              "cursor": c, "comments": comments}),
+        );
+        assert_eq!(r["error"], json!("cursor-not-increasing"), "{c}: {r}");
+    }
+    // Malformed: comments out of order or past the cursor, bad shapes, an
+    // unknown business, a non-ref task.
+    for (op, code) in [
+        (
+            json!({"task_ref": TASK, "cursor": 30, "comments": [comment(25, "b"), comment(21, "a")]}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": TASK, "cursor": 30, "comments": [comment(31, "a")]}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": TASK, "cursor": "30", "comments": []}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": TASK, "cursor": 0, "comments": []}),
+            "invalid-request",
+        ),
+        (json!({"task_ref": TASK, "cursor": 30}), "invalid-request"),
+        (
+            json!({"task_ref": TASK, "cursor": 30, "comments": [{"id": 21, "author": "a", "at": "t"}]}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": TASK, "cursor": 30, "comments": [{"id": "21", "author": "a", "at": "t", "body": ""}]}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": TASK, "cursor": 30, "comments": [], "extra": 1}),
+            "invalid-request",
+        ),
+        (
+            json!({"task_ref": "vikunja:3", "cursor": 30, "comments": []}),
+            "invalid-request",
+        ),
+        (
+            json!({"business": "nope", "task_ref": TASK, "cursor": 30, "comments": []}),
+            "unknown-business",
+        ),
+    ] {
+        let mut m = json!({"op": "recordComments", "business": "acme"});
+        for (k, v) in op.as_object().expect("op") {
+            m[k] = v.clone();
+        }
+        let r = e.b.op(m.clone());
+        assert_eq!(r["error"], json!(code), "{m}: {r}");
+    }
+    assert_eq!(
+        (
+            e.counts(),
+            e.count("SELECT count(*) FROM task_comment_cursors")
+        ),
+        before,
+        "refused recordComments wrote nothing"
+    );
+    // A baseline (no eligible comments) moves the cursor alone; the task id
+    // keeps its cursor under another project (task ids survive moves).
+    let r = e.b.op(
+        json!({"op": "recordComments", "business": "acme", "task_ref": "vikunja:9/41",
+                          "cursor": 15, "comments": []}),
+    );
+    assert_eq!(r["result"], json!({"cursor": 15, "events": []}), "{r}");
+    assert_eq!(cursor(&mut e, TASK)["cursor"], json!(15));
+    assert_eq!(cursor(&mut e, "vikunja:3/42")["cursor"], Value::Null);
+    e.b.close();
+}
