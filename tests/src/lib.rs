@@ -425,3 +425,98 @@ pub fn res(reply: &Value) -> &Value {
     assert_eq!(reply["ok"], json!(true), "expected success: {reply}");
     &reply["result"]
 }
+
+/// A proven session through a real static shim (`mosaic-human-cli` or
+/// `mosaic-tester-cli`), started detached with a clean environment
+/// (`setsid -f env -i`), as a person's terminal would run it, so the proof
+/// helper finds no managed-run marker of the test runner's own.
+pub struct ShimSession {
+    exe: PathBuf,
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+    n: std::cell::Cell<u32>,
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A shim holds no capability: drop the bounding set a root test runner
+/// passes down (the capability-less proof helper may read only such a
+/// process's environ).
+fn drop_bounding_set() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    Ok(())
+}
+
+impl ShimSession {
+    /// The human of `b`'s businesses.
+    pub fn human(b: &Broker) -> ShimSession {
+        ShimSession::with("mosaic-human-cli", &b.socket)
+    }
+
+    /// A PM tester (the business needs `bus.tester`).
+    pub fn tester(b: &Broker) -> ShimSession {
+        ShimSession::with("mosaic-tester-cli", &b.socket)
+    }
+
+    fn with(exe: &str, socket: &Path) -> ShimSession {
+        let dir = tempfile::Builder::new()
+            .prefix("mosaic-shim-")
+            .tempdir()
+            .expect("dir");
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        ShimSession {
+            exe: bin(exe),
+            socket: socket.to_path_buf(),
+            dir,
+            n: std::cell::Cell::new(0),
+        }
+    }
+
+    /// One request for business `acme`; the whole reply.
+    pub fn call(&self, verb: &str, args: Value) -> Value {
+        let i = self.n.get() + 1;
+        self.n.set(i);
+        let input = self.dir.path().join(format!("{i}.in"));
+        let out = self.dir.path().join(format!("{i}.out"));
+        let mut req = json!({"business": "acme", "verb": verb});
+        if !args.is_null() {
+            req["args"] = args;
+        }
+        std::fs::write(&input, req.to_string()).expect("write request");
+        let q = |p: &Path| sh_quote(p.to_str().expect("utf-8"));
+        let script = format!(
+            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
+            q(&self.exe),
+            q(&self.socket),
+            q(&input),
+            o = q(&out),
+        );
+        let mut cmd = Command::new("setsid");
+        cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only prctl between fork and exec.
+        unsafe { cmd.pre_exec(drop_bounding_set) };
+        let mut child = cmd.spawn().expect("spawn the shim");
+        let end = Instant::now() + Duration::from_secs(20);
+        let reply = loop {
+            if let Ok(s) = std::fs::read_to_string(&out) {
+                break s;
+            }
+            assert!(Instant::now() < end, "the shim never answered {verb}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = child.wait();
+        serde_json::from_str(reply.trim()).expect("reply is JSON")
+    }
+}

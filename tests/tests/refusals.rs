@@ -802,3 +802,84 @@ fn comment_cursors_commit_with_their_comments() {
     assert_eq!(cursor(&mut e, "vikunja:3/42")["cursor"], Value::Null);
     e.b.close();
 }
+
+/// The human's and the tester's refusals, through the real shims and the
+/// real proof: on record against `human`/`human-cli` and
+/// `tester`/`tester-cli`, on the task's trail when the request names one;
+/// and every argument of the human-only verbs is type-checked.
+#[test]
+fn the_human_and_the_tester_are_on_record_and_human_verbs_check_their_args() {
+    let root = data_root();
+    let mut biz = business();
+    biz["vars"] = json!({"bus.tester": true});
+    let config = json!({"dataRoot": root.path(), "businesses": {"acme": biz}, "readers": ["acme"]});
+    let (b, reply) = Broker::spawn(root.path(), config);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    let tester = ShimSession::tester(&b);
+    let n0 = refusals(root.path()).len();
+    let mut want = Vec::new();
+    // A role verb naming a task: the human gets agent-required, on the trail.
+    let r = human.call(
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "cto"}),
+    );
+    assert_eq!(r["error"], json!("agent-required"), "{r}");
+    want.push(json!([
+        "human",
+        "human-cli",
+        TASK,
+        "review.request",
+        "agent-required"
+    ]));
+    // The human-only verbs' arguments, each with a wrong type.
+    let cases = [
+        ("project.create", json!({"name": 5})),
+        ("project.create", json!({"name": "Site", "repo": true})),
+        ("project.list", json!({"x": 1})),
+        ("thread.create", json!({"project": 1, "name": "x"})),
+        ("thread.create", json!({"project": "p", "name": []})),
+        ("thread.list", json!({"project": {}})),
+        ("thread.open", json!({"thread": 7})),
+        ("thread.send", json!({"thread": "t", "body": 5})),
+        (
+            "thread.send",
+            json!({"thread": "t", "body": "b", "class": false}),
+        ),
+        ("thread.messages", json!({"thread": "t", "limit": "5"})),
+        ("thread.messages", json!({"thread": "t", "after": 3})),
+        ("assistant.stop", json!({"instance": 7})),
+        ("launch.revoke", json!({"x": 1})),
+        ("launch.restore", json!({"x": 1})),
+    ];
+    for (verb, args) in cases {
+        let r = human.call(verb, args.clone());
+        assert_eq!(r["error"], json!("invalid-request"), "{verb} {args}: {r}");
+        want.push(json!(["human", "human-cli", null, verb, "invalid-request"]));
+    }
+    // The tester: a human-only verb is human-required, any other verb
+    // outside its set tester-refused.
+    for (verb, code) in [
+        ("launch.revoke", "human-required"),
+        ("thread.list", "human-required"),
+        ("role.claim", "tester-refused"),
+        ("state", "tester-refused"),
+    ] {
+        let r = tester.call(verb, Value::Null);
+        assert_eq!(r["error"], json!(code), "{verb}: {r}");
+        want.push(json!(["tester", "tester-cli", null, verb, code]));
+    }
+    assert_eq!(refusals(root.path())[n0..], want[..]);
+    // Nothing else was written: no project, no launch toggle.
+    assert_eq!(
+        db(root.path())
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind != 'action.refused'",
+                [],
+                |r| r.get::<_, i64>(0)
+            )
+            .expect("count"),
+        0
+    );
+    b.close();
+}
