@@ -8,14 +8,10 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
 
-/// The request cap, newline included.
-pub const MAX_REQUEST: usize = 64 * 1024;
-/// The response cap.
-pub const MAX_RESPONSE: usize = 4 << 20;
-/// Per-call timeout.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub use mosaic_wire::limits::{
+    CALL_TIMEOUT as TIMEOUT, REQUEST_MAX as MAX_REQUEST, RESPONSE_MAX as MAX_RESPONSE,
+};
 
 /// A refusal or a transport failure, always with a static code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -564,6 +564,7 @@ fn architecture_names_every_source_file() {
     let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
     let crates = [
         ("broker/src", "### `broker/` (crate"),
+        ("broker/wire/src", "### `broker/wire/`"),
         ("broker/bench/src", "### `broker/bench/`"),
         ("proofd/src", "### `proofd/`"),
         ("migrator/src", "### `migrator/`"),

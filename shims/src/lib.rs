@@ -39,37 +39,27 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-/// Longest request on stdin: 1 MiB + 64 KiB (`project.file.save`).
-pub const MAX_REQUEST: usize = 1024 * 1024 + 64 * 1024;
-/// The socket's request envelope, newline included, for every verb but
-/// [`SAVE_VERB`].
-pub const MAX_LINE: usize = 64 * 1024;
-/// The one verb whose request line may reach [`MAX_REQUEST`].
-pub const SAVE_VERB: &str = "project.file.save";
-/// Longest reply line read from the broker, newline included (the broker's
-/// own cap counts it too).
-pub const MAX_REPLY: usize = 4 * 1024 * 1024;
-/// Overall deadline for connecting, sending and reading the reply.
-pub const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The wire limits the shim keeps (from the wire crate): the longest
+/// request on stdin ([`MAX_REQUEST`], 1 MiB + 64 KiB, the [`SAVE_VERB`]'s
+/// envelope), the longest request line per verb ([`max_line`]), the longest
+/// reply line ([`MAX_REPLY`], newline included, as the broker counts it) and
+/// the overall deadline for connecting, sending and reading the reply
+/// ([`REPLY_TIMEOUT`]).
+/// [`MAX_LINE`] is every other verb's request line cap.
+pub use mosaic_wire::limits::{
+    request_max as max_line, CALL_TIMEOUT as REPLY_TIMEOUT, REQUEST_MAX as MAX_LINE,
+    RESPONSE_MAX as MAX_REPLY, SAVE_REQUEST_MAX as MAX_REQUEST, SAVE_VERB,
+};
 /// Marks the re-executed image; its value is the process's own pid.
 pub const STAGE_VAR: &str = "MOSAIC_SHIM_STAGE";
 
 pub const INVALID_REQUEST: &str = r#"{"ok":false,"error":"invalid-request"}"#;
 pub const OUTCOME_UNKNOWN: &str = r#"{"ok":false,"error":"outcome-unknown"}"#;
 pub const REQUEST_TOO_LARGE: &str = r#"{"ok":false,"error":"request-too-large"}"#;
-
-/// The longest request line (newline included) the socket takes for `verb`.
-pub fn max_line(verb: &str) -> usize {
-    if verb == SAVE_VERB {
-        MAX_REQUEST
-    } else {
-        MAX_LINE
-    }
-}
 
 /// Which shim this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +71,8 @@ pub enum Kind {
 impl Kind {
     pub fn nonce_var(self) -> &'static str {
         match self {
-            Kind::Human => "MOSAIC_BUS_HUMAN_NONCE",
-            Kind::Tester => "MOSAIC_BUS_TESTER_NONCE",
+            Kind::Human => mosaic_wire::env::HUMAN_NONCE_VAR,
+            Kind::Tester => mosaic_wire::env::TESTER_NONCE_VAR,
         }
     }
 
@@ -96,7 +86,7 @@ impl Kind {
 }
 
 /// Every shim nonce variable; all are removed before a fresh one is added.
-const NONCE_VARS: &[&str] = &["MOSAIC_BUS_HUMAN_NONCE", "MOSAIC_BUS_TESTER_NONCE"];
+use mosaic_wire::env::NONCE_VARS;
 
 /// How a run ends: the line printed and the exit code.
 enum Outcome {

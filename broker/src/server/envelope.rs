@@ -4,8 +4,7 @@
 use crate::error::Code;
 use serde_json::{Map, Value};
 
-/// Largest integer JSON can carry exactly (2^53 - 1).
-pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+use mosaic_wire::int::is_safe_i64;
 
 /// A shim's process proof.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +42,7 @@ pub struct Envelope {
 pub fn safe_id(v: &Value) -> Option<i64> {
     v.get("id")
         .and_then(Value::as_i64)
-        .filter(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER.unsigned_abs())
+        .filter(|n| is_safe_i64(*n))
 }
 
 fn proof(v: Value) -> Result<Proof, Code> {
@@ -80,11 +79,7 @@ pub fn parse(v: Value) -> Result<Envelope, Code> {
         return Err(Code::InvalidRequest);
     };
     if let Some(id) = m.remove("id") {
-        if id
-            .as_i64()
-            .filter(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER.unsigned_abs())
-            .is_none()
-        {
+        if id.as_i64().filter(|n| is_safe_i64(*n)).is_none() {
             return Err(Code::InvalidRequest);
         }
     }

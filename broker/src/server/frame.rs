@@ -5,10 +5,9 @@ use crate::error::Code;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
-/// The request cap, newline included.
-pub const MAX_REQUEST: usize = 64 * 1024;
-/// How long a client has to deliver its whole frame.
-pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
+/// The request cap (newline included) and the frame deadline, from the
+/// wire crate.
+pub use mosaic_wire::limits::{FRAME_DEADLINE, REQUEST_MAX as MAX_REQUEST};
 
 /// Reads one frame: the bytes before the first newline. Refuses a frame
 /// that is too large, not finished within the deadline, ended by EOF, or

@@ -84,7 +84,7 @@ enum Answer {
 /// to fit (`verbs::messages::RECEIVE_BYTES`).
 fn line_of(reply: &Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(reply).unwrap_or_default();
-    if line.len() + 1 > crate::client::MAX_RESPONSE {
+    if line.len() + 1 > mosaic_wire::limits::RESPONSE_MAX {
         let id = reply.get("id").and_then(Value::as_i64);
         line = serde_json::to_vec(&refusal(Code::ResponseTooLarge, id)).unwrap_or_default();
     }

@@ -50,7 +50,7 @@ pub const MAX_BODY: usize = 60 * 1024;
 /// that would pass it (it always takes at least one, which fits), so a
 /// backlog of large messages comes over in several batches instead of a
 /// reply the client must refuse after the deliveries were written.
-pub const RECEIVE_BYTES: usize = crate::client::MAX_RESPONSE - 64 * 1024;
+pub const RECEIVE_BYTES: usize = mosaic_wire::limits::RESPONSE_MAX - 64 * 1024;
 
 /// Counts the bytes a value serializes to, without keeping them.
 struct ByteCount(usize);

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Largest integer accepted for generations and epochs (JSON safe integer).
-pub const MAX_INT: u64 = (1 << 53) - 1;
+pub use mosaic_wire::int::MAX_SAFE_INTEGER as MAX_INT;
 /// Longest `h_source` / `h_payload`.
 pub const MAX_HASH_LEN: usize = 256;
 

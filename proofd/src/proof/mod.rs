@@ -22,15 +22,18 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The environment variable that carries the human shim's nonce.
-pub const HUMAN_NONCE_VAR: &str = "MOSAIC_BUS_HUMAN_NONCE";
-/// The environment variable that carries the tester shim's nonce.
-pub const TESTER_NONCE_VAR: &str = "MOSAIC_BUS_TESTER_NONCE";
+/// The variables that carry the human and the tester shim's nonce (the wire
+/// crate holds the names).
+pub use mosaic_wire::env::{HUMAN_NONCE_VAR, TESTER_NONCE_VAR};
 
 /// Markers of a managed Mosaic run. Any of them in the shim's own
 /// environment or an ancestor's refuses a human (`proof-run-marker`) and a
 /// tester (`tester-required`).
-pub const MANAGED_RUN_MARKERS: &[&str] = &["MOSAIC_RUN_ID", "MOSAIC_BUS_CAP", "MOSAIC_AGENT_RUN"];
+pub const MANAGED_RUN_MARKERS: &[&str] = &[
+    "MOSAIC_RUN_ID",
+    mosaic_wire::env::CAP_VAR,
+    "MOSAIC_AGENT_RUN",
+];
 
 /// Markers of a coding-agent session (Claude Code, Codex, Pi). Any of them
 /// refuses a human (`proof-run-marker`); a tester passes them, since a

@@ -16,8 +16,7 @@ pub const VERSION: u64 = 1;
 pub const MAX_LINE: usize = 64 * 1024;
 /// Largest launch set accepted in one `launches` request.
 pub const MAX_LAUNCHES: usize = 1024;
-/// Largest integer JSON carries exactly (`Number.MAX_SAFE_INTEGER`).
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+use mosaic_wire::int::{is_safe_i64, is_safe_u64};
 
 /// A parsed request line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +42,7 @@ pub struct BadRequest {
 
 fn safe_id(v: &Value) -> Option<i64> {
     let n = v.as_i64()?;
-    (n.unsigned_abs() <= MAX_SAFE_INTEGER).then_some(n)
+    is_safe_i64(n).then_some(n)
 }
 
 fn only_keys(obj: &Map<String, Value>, allowed: &[&str], required: &[&str]) -> bool {
@@ -57,7 +56,7 @@ fn get_pid(v: &Value) -> Option<i32> {
 }
 
 fn get_start(v: &Value) -> Option<u64> {
-    v.as_u64().filter(|n| *n <= MAX_SAFE_INTEGER)
+    v.as_u64().filter(|n| is_safe_u64(*n))
 }
 
 /// Parses one line (without its newline).

@@ -1,4 +1,4 @@
-//! Every refusal the broker can give, as a static kebab-case code.
+//! Every refusal the bus can give, as a static kebab-case code.
 //!
 //! This is the one list. A code is what crosses the wire (`{"ok":false,"error":CODE}`),
 //! what a refused boot prints on stderr, and what the README documents. Internal
