@@ -8,7 +8,10 @@
 //! [`views`] are what other programs link against.
 
 pub mod authorize;
-pub mod client;
+/// The client and its read views live in `mosaic-client` (no SQLite, no
+/// tokio) for the programs that only talk to the bus; re-exported here.
+pub use mosaic_client as client;
+pub use mosaic_client::views;
 pub mod config;
 pub mod core;
 pub mod credentials;
@@ -30,7 +33,6 @@ pub mod server;
 pub mod store;
 pub mod tokens;
 pub mod verbs;
-pub mod views;
 pub mod writer;
 
 pub use client::{BusError, Client};

@@ -565,6 +565,7 @@ fn architecture_names_every_source_file() {
     let crates = [
         ("broker/src", "### `broker/` (crate"),
         ("broker/wire/src", "### `broker/wire/`"),
+        ("broker/client/src", "### `broker/client/`"),
         ("broker/bench/src", "### `broker/bench/`"),
         ("proofd/src", "### `proofd/`"),
         ("migrator/src", "### `migrator/`"),
@@ -590,4 +591,74 @@ fn architecture_names_every_source_file() {
         "docs/architecture.md does not name:\n{}",
         missing.join("\n")
     );
+}
+
+/// Each package of `Cargo.lock` with the names of its dependencies.
+fn lock_graph() -> std::collections::HashMap<String, Vec<String>> {
+    let lock = fs::read_to_string(root().join("Cargo.lock")).expect("Cargo.lock");
+    let mut graph = std::collections::HashMap::new();
+    for block in lock.split("[[package]]").skip(1) {
+        let mut name = None;
+        let mut deps = Vec::new();
+        let mut in_deps = false;
+        for line in block.lines().map(str::trim) {
+            if let Some(n) = line.strip_prefix("name = ") {
+                name = Some(n.trim_matches('"').to_string());
+            } else if line == "dependencies = [" {
+                in_deps = true;
+            } else if in_deps && line == "]" {
+                in_deps = false;
+            } else if in_deps {
+                // `"name"` or `"name 1.2.3"` or `"name 1.2.3 (registry+…)"`.
+                let d = line.trim_end_matches(',').trim_matches('"');
+                deps.push(d.split(' ').next().unwrap_or(d).to_string());
+            }
+        }
+        if let Some(n) = name {
+            graph.entry(n).or_insert_with(Vec::new).extend(deps);
+        }
+    }
+    graph
+}
+
+/// Every package `name` pulls in, itself excluded.
+fn closure(graph: &std::collections::HashMap<String, Vec<String>>, name: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut todo = graph.get(name).cloned().unwrap_or_default();
+    while let Some(d) = todo.pop() {
+        if !seen.contains(&d) {
+            todo.extend(graph.get(&d).cloned().unwrap_or_default());
+            seen.push(d);
+        }
+    }
+    seen.sort();
+    seen
+}
+
+/// The crates' link boundaries (`docs/architecture.md`, "Crates"): the wire
+/// vocabulary is std only; the client and the shims link neither SQLite nor
+/// tokio.
+#[test]
+fn crates_link_only_what_their_users_may() {
+    let graph = lock_graph();
+    for pkg in ["mosaic-wire", "mosaic-client", "mosaic-shims", "mosaic-bus"] {
+        assert!(graph.contains_key(pkg), "Cargo.lock has no {pkg}");
+    }
+    assert_eq!(
+        closure(&graph, "mosaic-wire"),
+        Vec::<String>::new(),
+        "mosaic-wire depends on nothing"
+    );
+    for pkg in ["mosaic-client", "mosaic-shims"] {
+        let pulled = closure(&graph, pkg);
+        for banned in ["rusqlite", "libsqlite3-sys", "tokio", "mosaic-bus"] {
+            assert!(
+                !pulled.iter().any(|p| p == banned),
+                "{pkg} pulls in {banned}: {pulled:?}"
+            );
+        }
+    }
+    // The check can fail: the broker does pull both in.
+    let bus = closure(&graph, "mosaic-bus");
+    assert!(bus.iter().any(|p| p == "rusqlite") && bus.iter().any(|p| p == "tokio"));
 }

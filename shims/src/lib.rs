@@ -36,10 +36,8 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
@@ -272,49 +270,14 @@ pub fn parse_stat_start_time(raw: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
-/// Sends one request line and reads one reply line.
+/// Sends one request line and reads one reply line (the client crate's
+/// round trip: the reply cap and the overall deadline). Any failure,
+/// an oversized reply included, is `outcome-unknown` to the shim's caller.
 fn exchange(socket: &std::path::Path, line: &[u8]) -> Outcome {
-    let deadline = Instant::now() + REPLY_TIMEOUT;
-    let Ok(mut stream) = UnixStream::connect(socket) else {
-        return Outcome::Unknown;
-    };
-    if stream.set_write_timeout(Some(REPLY_TIMEOUT)).is_err()
-        || stream.write_all(line).is_err()
-        || stream.shutdown(std::net::Shutdown::Write).is_err()
-    {
-        return Outcome::Unknown;
+    match mosaic_client::round_trip(socket, line) {
+        Ok(reply) => classify_reply(&reply),
+        Err(_) => Outcome::Unknown,
     }
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return Outcome::Unknown;
-        }
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let start = reply.len();
-                reply.extend_from_slice(buf.get(..n).unwrap_or_default());
-                if let Some(i) = reply[start..].iter().position(|b| *b == b'\n') {
-                    let end = start + i;
-                    // The cap counts the newline, whichever read brought it.
-                    if end + 1 > MAX_REPLY {
-                        return Outcome::Unknown;
-                    }
-                    reply.truncate(end);
-                    break;
-                }
-                // Even a newline next would take the line past the cap.
-                if reply.len() >= MAX_REPLY {
-                    return Outcome::Unknown;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Outcome::Unknown,
-        }
-    }
-    classify_reply(&reply)
 }
 
 /// A reply must be one JSON object with a boolean `ok`.

@@ -1,7 +1,7 @@
 //! The read-only views other programs use (the Console, the WebUI): thin
 //! wrappers over [`Client::call`] for the read verbs, nothing else.
 
-use crate::client::{BusError, Client};
+use crate::{BusError, Client};
 use serde_json::{json, Value};
 
 /// Read-only access through a client.
