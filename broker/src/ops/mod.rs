@@ -221,6 +221,11 @@ mod tests {
                 json!({"business": "b", "task_ref": nul, "read_at": "t", "tombstone": true}),
             ),
             ("checkPush", json!({"cap": nul, "task_ref": "vikunja:1/1"})),
+            ("threadsState", json!({"business": nul})),
+            (
+                "threadIdle",
+                json!({"business": "b", "thread": nul, "run": "r"}),
+            ),
         ];
         for (op, args) in cases {
             let Value::Object(m) = args else {
