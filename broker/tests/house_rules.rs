@@ -562,19 +562,23 @@ fn names(section: &str, src: &str, rel: &str) -> bool {
 fn architecture_names_every_source_file() {
     let root = root();
     let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
-    let crates = [
-        ("broker/src", "### `broker/` (crate"),
-        ("broker/wire/src", "### `broker/wire/`"),
-        ("broker/client/src", "### `broker/client/`"),
-        ("broker/bench/src", "### `broker/bench/`"),
-        ("proofd/src", "### `proofd/`"),
-        ("migrator/src", "### `migrator/`"),
-        ("shims/src", "### `shims/`"),
-        ("tests/src", "### `tests/`"),
-    ];
+    // Every workspace member has its section, headed by its folder.
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let members: Vec<String> = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members = ["))
+        .expect("workspace members")
+        .trim_end_matches(']')
+        .split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(members.iter().any(|m| m == "broker"), "{members:?}");
     let mut missing = Vec::new();
-    for (src, heading) in crates {
-        let text = section(&doc, heading);
+    for member in &members {
+        let src = format!("{member}/src");
+        let src = src.as_str();
+        let text = section(&doc, &format!("### `{member}/`"));
         for file in rust_files(&root.join(src)) {
             let rel = file
                 .strip_prefix(root.join(src))
