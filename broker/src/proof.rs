@@ -1,13 +1,17 @@
 //! The proof gate: binds a human or tester session to a business only after
 //! the kernel's peer pid matches the proof and the proof helper (`mosaic-proofd`)
-//! has checked the process and its ancestry. The peer stays pinned by a pidfd
-//! from accept until the answer, so a recycled pid cannot pass.
+//! has checked the process and its ancestry. The peer is pinned at accept
+//! ([`PeerPin`]: SO_PEERPIDFD, else `pidfd_open` between two start-time
+//! reads) and must still be alive after the helper's answer, so the process
+//! the helper read is the one that connected: a recycled pid cannot pass. A
+//! kernel with no pidfd at all refuses every shim request
+//! (`peer-pin-unsupported`).
 
 use crate::config::BootConfig;
 use crate::core::Caller;
 use crate::error::Code;
 use crate::server::envelope::{Proof, ShimKind};
-use mosaic_proofd::procfs::PidFd;
+use mosaic_proofd::procfs::PeerPin;
 use mosaic_proofd::proof::client::{ProofdClient, ProofdError};
 use mosaic_proofd::proof::Kind;
 use std::os::unix::net::UnixStream;
@@ -149,10 +153,16 @@ impl ProofGate {
         business: &str,
         proof: &Proof,
         peer_pid: Option<i32>,
-        pidfd: Option<PidFd>,
+        pin: Result<PeerPin, Code>,
     ) -> Result<Caller, Code> {
         if peer_pid != Some(proof.pid) {
             return Err(Code::ProofPid);
+        }
+        let pin = pin?;
+        // The process pinned at accept must be the one the proof names,
+        // and still there: a peer that is gone refuses before the helper.
+        if pin.start_time().map_err(|_| Code::ProofStartTime)? != proof.start_time {
+            return Err(Code::ProofStartTime);
         }
         let exe = match kind {
             ShimKind::Human => self.config.shims.human.clone(),
@@ -171,11 +181,10 @@ impl ProofGate {
         })
         .map_err(|_| Code::ProofUnavailable)?;
         answered.await.map_err(|_| Code::ProofUnavailable)??;
-        // The process that was checked must still be the peer.
-        if let Some(fd) = pidfd {
-            if !fd.is_alive() {
-                return Err(Code::ProofStartTime);
-            }
+        // The process that was checked must still be the peer: while the
+        // pin is alive the pid named it during every read the helper made.
+        if !pin.is_alive() {
+            return Err(Code::ProofStartTime);
         }
         // Only a proven shim learns whether the business is configured.
         let tester_on = self

@@ -53,6 +53,10 @@ pub enum ProcError {
     /// Any other I/O failure.
     #[error("I/O error")]
     Io,
+    /// The pid named another process by the time it was pinned (its start
+    /// time changed between two reads around the pin).
+    #[error("pid changed hands")]
+    Changed,
 }
 
 impl ProcError {
@@ -303,7 +307,10 @@ fn last_errno() -> i32 {
 pub struct PidFd(OwnedFd);
 
 impl PidFd {
-    /// `pidfd_open(pid, 0)`. ENOSYS → `Unsupported`, ESRCH → `Gone`.
+    /// `pidfd_open(pid, 0)`. ENOSYS (a kernel before 5.3) → `Unsupported`,
+    /// ESRCH → `Gone`. EINVAL is not "unsupported": with flags 0 and a
+    /// positive pid the kernel says it only when `pid` is no thread-group
+    /// leader, i.e. the number now names a thread of some other process.
     pub fn open(pid: i32) -> Result<PidFd, ProcError> {
         if pid <= 0 {
             return Err(ProcError::Gone);
@@ -312,7 +319,7 @@ impl PidFd {
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         if fd < 0 {
             return Err(match last_errno() {
-                libc::EINVAL | libc::ENOSYS => ProcError::Unsupported,
+                libc::EINVAL => ProcError::Changed,
                 e => ProcError::from_errno(e),
             });
         }
@@ -321,10 +328,13 @@ impl PidFd {
         Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// A pidfd for the peer of a Unix socket (SO_PEERPIDFD). `Ok(None)` when
-    /// the kernel lacks it (ENOPROTOOPT / EINVAL / ENODATA / ENOSYS); the
-    /// caller then falls back to `PidFd::open` plus start-time re-reads.
-    /// ESRCH (peer already reaped) is `Err(Gone)`.
+    /// A pidfd for the peer of a Unix socket (SO_PEERPIDFD, Linux 6.5).
+    /// `Ok(None)` only when the kernel does not know the option
+    /// (ENOPROTOOPT, or ENOSYS); the caller then pins by pid ([`PeerPin`]).
+    /// A kernel that knows it answers EINVAL (6.5 to 6.8) or ESRCH (later)
+    /// when the peer has already been reaped: `Err(Gone)`, never a fallback,
+    /// since the pid may name another process by now. ENODATA (the socket
+    /// has no peer pid) is `Err(Io)`.
     pub fn from_peer(sock: impl AsFd) -> Result<Option<PidFd>, ProcError> {
         let mut fd: libc::c_int = -1;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -340,7 +350,9 @@ impl PidFd {
         };
         if rc != 0 {
             return match last_errno() {
-                libc::ENOPROTOOPT | libc::EINVAL | libc::ENODATA | libc::ENOSYS => Ok(None),
+                libc::ENOPROTOOPT | libc::ENOSYS => Ok(None),
+                libc::EINVAL | libc::ESRCH => Err(ProcError::Gone),
+                libc::ENODATA => Err(ProcError::Io),
                 e => Err(ProcError::from_errno(e)),
             };
         }
@@ -371,6 +383,103 @@ impl PidFd {
 impl AsFd for PidFd {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.0.as_fd()
+    }
+}
+
+/// How a [`PeerPin`] was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinRoute {
+    /// The kernel's own pidfd for the process that connected (SO_PEERPIDFD).
+    PeerPidfd,
+    /// `pidfd_open` on the SO_PEERCRED pid, between two `/proc/<pid>/stat`
+    /// reads that agree (kernels 5.3 to 6.4, or SO_PEERPIDFD refused).
+    PidfdOpen,
+}
+
+/// The process at the other end of a Unix socket, pinned at accept.
+///
+/// Where the kernel has SO_PEERPIDFD the pin is the very process that
+/// connected. Elsewhere it is taken with `pidfd_open(pid)` at once, and the
+/// start time of `/proc/<pid>/stat` is read before and after: if they
+/// differ, the pid changed hands around the pin and it refuses
+/// ([`ProcError::Changed`]). A kernel with no pidfd at all gets
+/// [`ProcError::Unsupported`]: there is nothing to pin with, and the caller
+/// refuses whatever needs the pin.
+///
+/// While [`PeerPin::is_alive`] holds, the pid still names the pinned
+/// process, so whatever was read from `/proc/<pid>` before that check was
+/// read from it.
+#[derive(Debug)]
+pub struct PeerPin {
+    pid: i32,
+    fd: PidFd,
+    route: PinRoute,
+    /// The start time read around a `pidfd_open` pin.
+    start_time: Option<u64>,
+}
+
+impl PeerPin {
+    /// Pins the peer of `sock`, whose SO_PEERCRED pid is `pid`.
+    pub fn take(sock: impl AsFd, pid: i32) -> Result<PeerPin, ProcError> {
+        if pid <= 0 {
+            return Err(ProcError::Gone);
+        }
+        match PidFd::from_peer(sock)? {
+            Some(fd) => Ok(PeerPin {
+                pid,
+                fd,
+                route: PinRoute::PeerPidfd,
+                start_time: None,
+            }),
+            None => PeerPin::by_pid(pid),
+        }
+    }
+
+    /// The fallback on its own: `pidfd_open(pid)` between two start-time
+    /// reads that must agree, and the pidfd still alive after the second.
+    pub fn by_pid(pid: i32) -> Result<PeerPin, ProcError> {
+        let before = read_stat(pid)?;
+        let fd = PidFd::open(pid)?;
+        let after = read_stat(pid)?;
+        if before.start_time != after.start_time {
+            return Err(ProcError::Changed);
+        }
+        if !fd.is_alive() {
+            return Err(ProcError::Gone);
+        }
+        Ok(PeerPin {
+            pid,
+            fd,
+            route: PinRoute::PidfdOpen,
+            start_time: Some(after.start_time),
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    pub fn route(&self) -> PinRoute {
+        self.route
+    }
+
+    /// True while the pinned process has not been reaped.
+    pub fn is_alive(&self) -> bool {
+        self.fd.is_alive()
+    }
+
+    /// The pinned process's start time (`/proc/<pid>/stat` field 22),
+    /// confirmed by the pin being alive after the read. `Gone` once the
+    /// pinned process has exited.
+    pub fn start_time(&self) -> Result<u64, ProcError> {
+        let start = match self.start_time {
+            Some(s) => s,
+            None => read_stat(self.pid)?.start_time,
+        };
+        if !self.is_alive() {
+            return Err(ProcError::Gone);
+        }
+        Ok(start)
     }
 }
 
@@ -523,6 +632,39 @@ mod tests {
         let minor: u32 = v.next().unwrap().parse().unwrap();
         if (major, minor) >= (6, 5) {
             assert!(pin.as_ref().is_some_and(PidFd::is_alive));
+        }
+    }
+
+    #[test]
+    fn peer_pin_both_routes_name_the_live_peer() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let me = std::process::id() as i32;
+        let mine = read_stat(me).unwrap().start_time;
+        let pin = PeerPin::take(&a, me).unwrap();
+        assert_eq!(pin.pid(), me);
+        assert!(pin.is_alive());
+        assert_eq!(pin.start_time(), Ok(mine));
+        let by_pid = PeerPin::by_pid(me).unwrap();
+        assert_eq!(by_pid.route(), PinRoute::PidfdOpen);
+        assert_eq!(by_pid.start_time(), Ok(mine));
+        assert_eq!(PeerPin::take(&a, 0).err(), Some(ProcError::Gone));
+    }
+
+    #[test]
+    fn peer_pin_of_a_reaped_process_refuses() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let pin = PeerPin::by_pid(pid).unwrap();
+        child.wait().unwrap();
+        assert!(!pin.is_alive());
+        assert_eq!(pin.start_time(), Err(ProcError::Gone));
+        // Reaped before the pin: nothing to pin (unless the pid was reused
+        // at once, in which case the pin names that process, which is why
+        // the caller must pin at accept).
+        match PeerPin::by_pid(pid) {
+            Err(ProcError::Gone) => {}
+            Ok(p) => assert!(p.start_time().is_ok()),
+            Err(e) => panic!("{e:?}"),
         }
     }
 }

@@ -160,7 +160,7 @@ impl Broker {
     /// Spawns and sends `first` as the first line, byte for byte (so a test
     /// can send JSON no `Value` can hold, such as a repeated key).
     pub fn spawn_line(root: &Path, first: &str, env: &[(&str, &str)]) -> (Broker, Value) {
-        Broker::spawn_limited(root, first, env, None)
+        Broker::spawn_on(root, first, env, None, None)
     }
 
     /// As [`Broker::spawn_line`], with `RLIMIT_NOFILE` (soft and hard) set
@@ -170,6 +170,25 @@ impl Broker {
         first: &str,
         env: &[(&str, &str)],
         nofile: Option<u64>,
+    ) -> (Broker, Value) {
+        Broker::spawn_on(root, first, env, nofile, None)
+    }
+
+    /// Boots a broker that sees `kernel` instead of the one it runs on (the
+    /// filter is installed before exec and its `mosaic-proofd` inherits it).
+    pub fn start_on(root: &Path, kernel: OldKernel) -> Broker {
+        let first = json!({"op": "boot", "config": config(root)}).to_string();
+        let (b, reply) = Broker::spawn_on(root, &first, &[], None, Some(kernel));
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        b
+    }
+
+    fn spawn_on(
+        root: &Path,
+        first: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+        kernel: Option<OldKernel>,
     ) -> (Broker, Value) {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let fd = theirs.as_raw_fd();
@@ -200,6 +219,9 @@ impl Broker {
                 }
                 Ok(())
             });
+        }
+        if let Some(kernel) = kernel {
+            kernel.apply(&mut cmd);
         }
         let child = cmd.spawn().expect("spawn mosaic-bus");
         drop(theirs);
@@ -519,4 +541,110 @@ impl ShimSession {
         let _ = child.wait();
         serde_json::from_str(reply.trim()).expect("reply is JSON")
     }
+}
+
+/// An older kernel than the one the tests run on, made by a seccomp filter
+/// a test installs in a child just before exec. The child's own children
+/// inherit it, and nothing can lift it: it is how a test drives the
+/// production binaries down their old-kernel paths without any switch in
+/// them. x86_64 and aarch64 only (the syscall numbers and the audit arch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OldKernel {
+    /// Before Linux 6.5: `getsockopt(SOL_SOCKET, SO_PEERPIDFD)` fails with
+    /// ENOPROTOOPT, as a kernel that does not know the option answers.
+    NoPeerPidfd,
+    /// Before Linux 5.1: no SO_PEERPIDFD either, and `pidfd_open`,
+    /// `pidfd_send_signal` and `pidfd_getfd` fail with ENOSYS.
+    NoPidfd,
+}
+
+/// `SO_PEERPIDFD` (Linux 6.5).
+const SO_PEERPIDFD: u32 = 77;
+
+impl OldKernel {
+    /// Installs the filter in `cmd`'s child before it execs.
+    pub fn apply(self, cmd: &mut Command) {
+        let prog = self.program();
+        // SAFETY: the closure only calls prctl (async-signal-safe) on a
+        // program built before the fork.
+        unsafe {
+            cmd.pre_exec(move || install_filter(&prog));
+        }
+    }
+
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn program(self) -> Vec<libc::sock_filter> {
+        #[cfg(target_arch = "x86_64")]
+        const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+        #[cfg(target_arch = "aarch64")]
+        const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+        const LD_W_ABS: u16 = 0x20;
+        const JEQ_K: u16 = 0x15;
+        const RET_K: u16 = 0x06;
+        // seccomp_data: nr (0), arch (4), ip (8), args[6] (16 + 8 * i);
+        // both arches are little-endian, so an argument's low word is first.
+        const ARG1: u32 = 16 + 8;
+        const ARG2: u32 = 16 + 2 * 8;
+        // No syscall has this number: the NoPeerPidfd filter's pidfd rows.
+        const NONE: u32 = u32::MAX;
+        let (open, signal, getfd) = match self {
+            OldKernel::NoPeerPidfd => (NONE, NONE, NONE),
+            OldKernel::NoPidfd => (
+                libc::SYS_pidfd_open as u32,
+                libc::SYS_pidfd_send_signal as u32,
+                libc::SYS_pidfd_getfd as u32,
+            ),
+        };
+        let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        vec![
+            /* 0 */ f(LD_W_ABS, 0, 0, 4),
+            /* 1 */ f(JEQ_K, 0, 9, ARCH), // another arch: allow (11)
+            /* 2 */ f(LD_W_ABS, 0, 0, 0),
+            /* 3 */ f(JEQ_K, 0, 4, libc::SYS_getsockopt as u32), // else 8
+            /* 4 */ f(LD_W_ABS, 0, 0, ARG1),
+            /* 5 */ f(JEQ_K, 0, 5, libc::SOL_SOCKET as u32), // else 11
+            /* 6 */ f(LD_W_ABS, 0, 0, ARG2),
+            /* 7 */ f(JEQ_K, 5, 3, SO_PEERPIDFD), // 13, else 11
+            /* 8 */ f(JEQ_K, 3, 0, open), // 12
+            /* 9 */ f(JEQ_K, 2, 0, signal), // 12
+            /* 10 */ f(JEQ_K, 1, 0, getfd), // 12
+            /* 11 */ f(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+            /* 12 */ f(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+            /* 13 */
+            f(
+                RET_K,
+                0,
+                0,
+                libc::SECCOMP_RET_ERRNO | libc::ENOPROTOOPT as u32,
+            ),
+        ]
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn program(self) -> Vec<libc::sock_filter> {
+        panic!("OldKernel filters are written for x86_64 and aarch64")
+    }
+}
+
+fn install_filter(prog: &[libc::sock_filter]) -> std::io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call.
+    let rc = unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -1
+        } else {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &fprog as *const libc::sock_fprog,
+            )
+        }
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@ use crate::proof::ProofGate;
 use crate::verbs;
 use crate::writer::Writer;
 use envelope::{refusal, Auth};
+use mosaic_proofd::procfs::{PeerPin, ProcError};
 use serde_json::Value;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,9 +93,36 @@ fn line_of(reply: &Value) -> Vec<u8> {
     line
 }
 
+/// What the kernel says about the peer, read at accept.
+struct Peer {
+    /// The SO_PEERCRED pid.
+    pid: Option<i32>,
+    /// The peer pinned (see [`PeerPin`]), or the code a shim request gets
+    /// because it could not be. Capability requests never look at it.
+    pin: Result<PeerPin, Code>,
+}
+
+impl Peer {
+    /// Reads SO_PEERCRED and pins the process before a byte is read, so a
+    /// peer that exits while its frame is pending cannot hand its pid to a
+    /// process it would like to be taken for.
+    fn at_accept(stream: &UnixStream) -> Peer {
+        let pid = stream.peer_cred().ok().and_then(|c| c.pid());
+        let pin = match pid {
+            None => Err(Code::ProofPid),
+            Some(pid) => PeerPin::take(stream, pid).map_err(|e| match e {
+                ProcError::Unsupported => Code::PeerPinUnsupported,
+                ProcError::Gone | ProcError::Changed => Code::ProofStartTime,
+                _ => Code::ProofUnreadable,
+            }),
+        };
+        Peer { pid, pin }
+    }
+}
+
 async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket) {
     // Peer identity comes from the kernel before any byte is parsed.
-    let peer = stream.peer_cred().ok();
+    let peer = Peer::at_accept(&stream);
     let frame = tokio::select! {
         read = frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE) => read,
         // Shed to make room for a newer connection: as if its deadline came.
@@ -103,7 +131,7 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
     ticket.spoke();
     let answer = match frame {
         Err(code) => Answer::Reply(refusal(code, None)),
-        Ok(bytes) => request(ctx, &stream, &bytes, peer.and_then(|p| p.pid())).await,
+        Ok(bytes) => request(ctx, &stream, &bytes, peer).await,
     };
     let (line, written) = match answer {
         Answer::Reply(v) => (line_of(&v), 0),
@@ -120,7 +148,7 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
     .await;
 }
 
-async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<i32>) -> Answer {
+async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> Answer {
     // Duplicate keys at any depth refuse: no request means two things.
     let Ok(v) = mosaic_proofd::json::from_slice(bytes) else {
         return Answer::Reply(refusal(Code::InvalidRequest, None));
@@ -145,15 +173,9 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer_pid: Option<
             proof,
             business,
         } => {
-            // The kernel keeps the connecting process's identity on the
-            // socket, so this pidfd names that process even when taken now:
-            // if it has exited, the pidfd says so and the proof fails.
-            let pidfd = mosaic_proofd::procfs::PidFd::from_peer(stream)
-                .ok()
-                .flatten();
             match ctx
                 .proof
-                .check(kind, &business, &proof, peer_pid, pidfd)
+                .check(kind, &business, &proof, peer.pid, peer.pin)
                 .await
             {
                 Err(code) => Answer::Reply(refusal(code, id)),

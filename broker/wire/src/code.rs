@@ -135,7 +135,8 @@ codes! {
     ProofExe => "proof-exe",
     /// The peer runs as another user.
     ProofUid => "proof-uid",
-    /// The peer's start time differs from the proof's.
+    /// The peer's start time differs from the proof's, or the process that connected is gone
+    /// (or its pid named another process by the time it was pinned at accept).
     ProofStartTime => "proof-start-time",
     /// The nonce is not in the shim's own environment.
     ProofNonce => "proof-nonce",
@@ -152,6 +153,9 @@ codes! {
     ProofRunMarker => "proof-run-marker",
     /// The proof helper is not available; it is being restarted.
     ProofUnavailable => "proof-unavailable",
+    /// The kernel has no pidfd (before Linux 5.3), so the peer cannot be pinned: human and tester
+    /// requests refuse (capability requests are served).
+    PeerPinUnsupported => "peer-pin-unsupported",
     /// A tester shim runs under a managed run.
     TesterRequired => "tester-required",
     /// The business does not enable testers (`bus.tester`).

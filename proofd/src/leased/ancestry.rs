@@ -1,13 +1,16 @@
 //! Peer identity and the walk from the peer up to the anchor.
 //!
-//! The peer's (pid, uid, gid) come from SO_PEERCRED; the peer is pinned with
-//! SO_PEERPIDFD and every walked parent with `pidfd_open`. After the walk,
-//! every walked PID's stat (start time and parent) is read again and every
-//! pin must still be alive, so neither a re-parented chain nor a reused PID
-//! can pass. Without pidfd support the start-time re-read is the fallback.
+//! The peer's (pid, uid, gid) come from SO_PEERCRED; the peer is pinned at
+//! accept ([`PeerPin`]: SO_PEERPIDFD, else `pidfd_open` between two
+//! start-time reads that agree) and every walked parent with `pidfd_open`.
+//! After the walk, every walked PID's stat (start time and parent) is read
+//! again and every pin must still be alive, so neither a re-parented chain
+//! nor a reused PID can pass. A kernel with no pidfd at all (before 5.3)
+//! has nothing to pin the peer with: every request refuses
+//! `peer-pin-unsupported` (docs/decisions.md).
 
 use super::code::Code;
-use crate::procfs::{self, PidFd, ProcError, Stat};
+use crate::procfs::{self, PeerPin, PidFd, ProcError, Stat};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -20,14 +23,14 @@ pub struct Peer {
     pub pid: i32,
     pub uid: u32,
     pub gid: u32,
-    pin: Option<PidFd>,
+    pin: PeerPin,
 }
 
 fn pin(pid: i32, gone: Code) -> Result<Option<PidFd>, Code> {
     match PidFd::open(pid) {
         Ok(p) => Ok(Some(p)),
         Err(ProcError::Unsupported) => Ok(None),
-        Err(ProcError::Gone) => Err(gone),
+        Err(ProcError::Gone | ProcError::Changed) => Err(gone),
         Err(_) => Err(Code::ProcUnreadable),
     }
 }
@@ -50,11 +53,10 @@ pub fn identify(stream: &UnixStream) -> Result<Peer, Code> {
     if pid <= 0 {
         return Err(Code::PeerUnidentified);
     }
-    let pin = match PidFd::from_peer(stream) {
-        Ok(Some(p)) => Some(p),
-        // Fallback: pin by PID now; the start-time re-read covers the race.
-        Ok(None) => pin(pid, Code::PeerGone)?,
-        Err(ProcError::Gone) => return Err(Code::PeerGone),
+    let pin = match PeerPin::take(stream, pid) {
+        Ok(p) => p,
+        Err(ProcError::Unsupported) => return Err(Code::PeerPinUnsupported),
+        Err(ProcError::Gone | ProcError::Changed) => return Err(Code::PeerGone),
         Err(_) => return Err(Code::PeerUnidentified),
     };
     Ok(Peer { pid, uid, gid, pin })
@@ -65,7 +67,7 @@ impl Peer {
     pub fn anchor_key(&self) -> Result<(i32, u64), Code> {
         let first = stat(self.pid, Code::PeerGone)?;
         let again = stat(self.pid, Code::PeerGone)?;
-        if first != again || !alive(&self.pin) {
+        if first != again || !self.pin.is_alive() {
             return Err(Code::PeerGone);
         }
         Ok((self.pid, first.start_time))
@@ -115,7 +117,11 @@ impl Peer {
         // Re-read every walked PID and confirm every pin is still alive.
         for (i, (st, p)) in chain.iter().enumerate() {
             let again = stat(st.pid, Code::AncestryChanged)?;
-            let pinned_alive = if i == 0 { alive(&self.pin) } else { alive(p) };
+            let pinned_alive = if i == 0 {
+                self.pin.is_alive()
+            } else {
+                alive(p)
+            };
             if again != *st || !pinned_alive {
                 return Err(Code::AncestryChanged);
             }

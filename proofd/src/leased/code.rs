@@ -32,8 +32,11 @@ pub enum Code {
     InvalidBinding,
     /// SO_PEERCRED gave no usable identity.
     PeerUnidentified,
-    /// The connecting process no longer exists.
+    /// The connecting process no longer exists, or its pid changed hands
+    /// before it could be pinned.
     PeerGone,
+    /// The kernel has no pidfd (before Linux 5.3): the peer cannot be pinned.
+    PeerPinUnsupported,
     /// `/proc` could not be read for a reason other than a vanished process.
     ProcUnreadable,
     /// No session with this `session_id`.
@@ -80,6 +83,7 @@ impl Code {
         Code::InvalidBinding,
         Code::PeerUnidentified,
         Code::PeerGone,
+        Code::PeerPinUnsupported,
         Code::ProcUnreadable,
         Code::UnknownSession,
         Code::AnchorGone,
@@ -113,6 +117,7 @@ impl Code {
             Code::InvalidBinding => "invalid-binding",
             Code::PeerUnidentified => "peer-unidentified",
             Code::PeerGone => "peer-gone",
+            Code::PeerPinUnsupported => "peer-pin-unsupported",
             Code::ProcUnreadable => "proc-unreadable",
             Code::UnknownSession => "unknown-session",
             Code::AnchorGone => "anchor-gone",

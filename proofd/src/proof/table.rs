@@ -108,6 +108,7 @@ impl From<ProcError> for ReadErr {
         match e {
             ProcError::Gone => ReadErr::Gone,
             ProcError::Denied => ReadErr::Denied,
+            ProcError::Changed => ReadErr::Gone,
             ProcError::Malformed | ProcError::TooLarge | ProcError::Unsupported | ProcError::Io => {
                 ReadErr::Other
             }
