@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Upper bound for `/proc/<pid>/stat` (a real one is < 1 KiB).
 pub const STAT_MAX: usize = 4096;
@@ -418,20 +419,72 @@ pub struct PeerPin {
     start_time: Option<u64>,
 }
 
+/// Whether this kernel answers SO_PEERPIDFD: 0 not known yet, 1 yes, 2 no.
+/// A property of the running kernel (and of any seccomp filter, which is
+/// fixed for the process's life), learnt from the first pin that tells.
+static PEER_PIDFD: AtomicU8 = AtomicU8::new(0);
+
+/// A connection's peer as left at accept (see [`PeerPin::at_accept`]).
+#[derive(Debug)]
+pub enum AcceptedPeer {
+    /// The kernel answers SO_PEERPIDFD: it recorded the connecting process
+    /// at `connect()` and names that very process whenever asked (or says
+    /// it is gone), so the pidfd is taken only by a request that needs it.
+    Kernel(i32),
+    /// Pinned now, by the pid (or by SO_PEERPIDFD on the first connection).
+    Pinned(PeerPin),
+    /// The pin failed; a request that needs it refuses.
+    Failed(ProcError),
+}
+
+impl AcceptedPeer {
+    /// The pin, for a request that needs one.
+    pub fn pin(self, sock: impl AsFd) -> Result<PeerPin, ProcError> {
+        match self {
+            AcceptedPeer::Kernel(pid) => PeerPin::take(sock, pid),
+            AcceptedPeer::Pinned(p) => Ok(p),
+            AcceptedPeer::Failed(e) => Err(e),
+        }
+    }
+}
+
 impl PeerPin {
     /// Pins the peer of `sock`, whose SO_PEERCRED pid is `pid`.
     pub fn take(sock: impl AsFd, pid: i32) -> Result<PeerPin, ProcError> {
         if pid <= 0 {
             return Err(ProcError::Gone);
         }
-        match PidFd::from_peer(sock)? {
-            Some(fd) => Ok(PeerPin {
+        let taken = match PidFd::from_peer(sock) {
+            Ok(Some(fd)) => Ok(PeerPin {
                 pid,
                 fd,
                 route: PinRoute::PeerPidfd,
                 start_time: None,
             }),
-            None => PeerPin::by_pid(pid),
+            Ok(None) => {
+                PEER_PIDFD.store(2, Ordering::Relaxed);
+                PeerPin::by_pid(pid)
+            }
+            Err(e) => Err(e),
+        };
+        if matches!(&taken, Ok(p) if p.route == PinRoute::PeerPidfd) {
+            PEER_PIDFD.store(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// What accept must do, at the least cost on each kernel: where
+    /// SO_PEERPIDFD is known to work, nothing (the kernel already holds the
+    /// connector; [`AcceptedPeer::pin`] takes its pidfd later); elsewhere
+    /// the pin itself ([`PeerPin::take`]), since by the time a request
+    /// needs it the pid may name another process.
+    pub fn at_accept(sock: impl AsFd, pid: i32) -> AcceptedPeer {
+        if pid > 0 && PEER_PIDFD.load(Ordering::Relaxed) == 1 {
+            return AcceptedPeer::Kernel(pid);
+        }
+        match PeerPin::take(sock, pid) {
+            Ok(p) => AcceptedPeer::Pinned(p),
+            Err(e) => AcceptedPeer::Failed(e),
         }
     }
 
@@ -648,6 +701,17 @@ mod tests {
         assert_eq!(by_pid.route(), PinRoute::PidfdOpen);
         assert_eq!(by_pid.start_time(), Ok(mine));
         assert_eq!(PeerPin::take(&a, 0).err(), Some(ProcError::Gone));
+        // At accept: pinned now, or left to the kernel once it has shown it
+        // answers SO_PEERPIDFD; either way the pin names the live peer.
+        let later = PeerPin::at_accept(&a, me);
+        if pin.route() == PinRoute::PeerPidfd {
+            assert!(matches!(later, AcceptedPeer::Kernel(p) if p == me));
+        }
+        assert_eq!(later.pin(&a).and_then(|p| p.start_time()), Ok(mine));
+        assert!(matches!(
+            PeerPin::at_accept(&a, 0),
+            AcceptedPeer::Failed(ProcError::Gone)
+        ));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::proof::ProofGate;
 use crate::verbs;
 use crate::writer::Writer;
 use envelope::{refusal, Auth};
-use mosaic_proofd::procfs::{PeerPin, ProcError};
+use mosaic_proofd::procfs::{AcceptedPeer, PeerPin, ProcError};
 use serde_json::Value;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -97,26 +97,32 @@ fn line_of(reply: &Value) -> Vec<u8> {
 struct Peer {
     /// The SO_PEERCRED pid.
     pid: Option<i32>,
-    /// The peer pinned (see [`PeerPin`]), or the code a shim request gets
-    /// because it could not be. Capability requests never look at it.
-    pin: Result<PeerPin, Code>,
+    /// The peer as accept left it (see [`PeerPin::at_accept`]). Only shim
+    /// requests turn it into a pin; capability requests never look at it.
+    accepted: AcceptedPeer,
 }
 
 impl Peer {
-    /// Reads SO_PEERCRED and pins the process before a byte is read, so a
-    /// peer that exits while its frame is pending cannot hand its pid to a
-    /// process it would like to be taken for.
+    /// Reads SO_PEERCRED and, where the kernel does not hold the connecting
+    /// process itself (no SO_PEERPIDFD), pins it before a byte is read, so
+    /// a peer that exits while its frame is pending cannot hand its pid to
+    /// a process it would like to be taken for.
     fn at_accept(stream: &UnixStream) -> Peer {
         let pid = stream.peer_cred().ok().and_then(|c| c.pid());
-        let pin = match pid {
-            None => Err(Code::ProofPid),
-            Some(pid) => PeerPin::take(stream, pid).map_err(|e| match e {
-                ProcError::Unsupported => Code::PeerPinUnsupported,
-                ProcError::Gone | ProcError::Changed => Code::ProofStartTime,
-                _ => Code::ProofUnreadable,
-            }),
-        };
-        Peer { pid, pin }
+        let accepted = PeerPin::at_accept(stream, pid.unwrap_or(0));
+        Peer { pid, accepted }
+    }
+
+    /// The pin, or the code a shim request gets because there is none.
+    fn pin(self, stream: &UnixStream) -> Result<PeerPin, Code> {
+        if self.pid.is_none() {
+            return Err(Code::ProofPid);
+        }
+        self.accepted.pin(stream).map_err(|e| match e {
+            ProcError::Unsupported => Code::PeerPinUnsupported,
+            ProcError::Gone | ProcError::Changed => Code::ProofStartTime,
+            _ => Code::ProofUnreadable,
+        })
     }
 }
 
@@ -175,7 +181,7 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
         } => {
             match ctx
                 .proof
-                .check(kind, &business, &proof, peer.pid, peer.pin)
+                .check(kind, &business, &proof, peer.pid, peer.pin(stream))
                 .await
             {
                 Err(code) => Answer::Reply(refusal(code, id)),
