@@ -119,8 +119,7 @@ pub fn parse_token(raw: &[u8]) -> Option<String> {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// The broker's own repository root: the workspace this binary was built

@@ -281,16 +281,11 @@ fn spawn_run_process() -> Option<Child> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: only prctl between fork and exec.
+    // SAFETY: between fork and exec the closure makes one prctl call
+    // (async-signal-safe) and touches no lock or allocation.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
+            let _ = mosaic_os::hardening::die_with_parent();
             Ok(())
         });
     }

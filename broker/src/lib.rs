@@ -22,7 +22,9 @@ pub mod credentials;
 pub mod error {
     pub use mosaic_wire::code::*;
 }
-pub mod hardening;
+/// Process hardening lives in the OS crate (`mosaic-os`), shared with the
+/// proof helper and the shims.
+pub use mosaic_os::hardening;
 pub mod host;
 pub mod ids;
 pub mod ops;

@@ -134,8 +134,8 @@ fn main() -> ExitCode {
     // Connection caps are sized from the soft descriptor limit: take all
     // the hard limit allows (docs/operations.md, "Connection limits").
     mosaic_proofd::limits::raise_nofile();
-    // SAFETY: umask has no preconditions; every file we create is private.
-    unsafe { libc::umask(0o077) };
+    // Every file we create is private.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let Args {
         mode,
         level,
@@ -246,15 +246,16 @@ fn finish(shared: &Shared, end: End) -> ExitCode {
 /// socketpair). It is marked close-on-exec, so the proof helper the broker
 /// spawns never holds a copy of the host's channel.
 fn adopt_host_fd(fd: i32) -> Option<UnixStream> {
-    // SAFETY: fstat writes into `st`, a valid stat buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+    use nix::sys::stat::{fstat, SFlag};
+    // SAFETY: `fd` came from our command line; nothing else in this process
+    // uses that number. The borrow lasts for the two checks below only.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let st = fstat(borrowed).ok()?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
         return None;
     }
-    // SAFETY: fcntl on an fd just checked to be open.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
-        return None;
-    }
+    let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+    nix::fcntl::fcntl(borrowed, cloexec).ok()?;
     // SAFETY: fd is an open socket handed to us, owned from here on.
     Some(unsafe { UnixStream::from_raw_fd(fd) })
 }

@@ -166,8 +166,7 @@ fn clear_stale_socket(path: &PathBuf) -> Result<(), Code> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(_) => Err(Code::UnsafePath),
         Ok(md) => {
-            // SAFETY: geteuid has no preconditions.
-            let me = unsafe { libc::geteuid() };
+            let me = nix::unistd::geteuid().as_raw();
             if md.file_type().is_socket() && md.uid() == me && md.mode() & 0o077 == 0 {
                 std::fs::remove_file(path).map_err(|_| Code::UnsafePath)
             } else {

@@ -27,8 +27,8 @@ fn refuse(code: Code) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    // SAFETY: umask has no preconditions; nothing we create is for others.
-    unsafe { libc::umask(0o077) };
+    // Nothing we create is for others.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let root = match args.as_slice() {
         [a] if a == "--help" || a == "-h" => {

@@ -266,6 +266,7 @@ impl Daemon {
     /// SIGTERM and wait; also returns everything the daemon wrote on stderr.
     fn stop_with_stderr(mut self) -> (ExitStatus, String) {
         let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid, plain integers.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let st = child.wait().unwrap();
         let mut err = String::new();
@@ -281,6 +282,7 @@ impl Daemon {
     /// SIGTERM and wait.
     fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid, plain integers.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         child.wait().unwrap()
     }
@@ -1263,6 +1265,7 @@ fn startup_refusals() {
     write_state(&state, &big, 0o600);
     assert_eq!(startup_code(&dir, &state), "state-too-large");
 
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         write_state(&state, &valid_state(&[]).to_string(), 0o600);
         std::os::unix::fs::chown(&state, Some(NOBODY), None).unwrap();

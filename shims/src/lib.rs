@@ -35,7 +35,6 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 
@@ -188,13 +187,8 @@ pub fn fresh_nonce() -> io::Result<String> {
 }
 
 fn memfd_with(bytes: &[u8]) -> io::Result<File> {
-    // SAFETY: a static NUL-terminated name and plain flags.
-    let fd = unsafe { libc::memfd_create(c"mosaic-shim-request".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create just returned this fd; we own it.
-    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    let mut file = File::from(memfd_create("mosaic-shim-request", MFdFlags::MFD_CLOEXEC)?);
     file.write_all(bytes)?;
     file.rewind()?;
     Ok(file)
@@ -240,20 +234,8 @@ fn reexec(kind: Kind, args: &[OsString], raw: &[u8]) -> io::Error {
 /// that fails leaves the proof to the broker, which refuses a shim it cannot
 /// read (`proof-unreadable`); the shim prints nothing of its own.
 pub fn shed_capabilities() {
-    use caps::CapSet;
-    let _ = caps::clear(None, CapSet::Ambient);
-    let held_setpcap =
-        caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
-    if held_setpcap {
-        for cap in caps::runtime::procfs_all_supported(None).unwrap_or_else(|_| caps::all()) {
-            let _ = caps::drop(None, CapSet::Bounding, cap);
-        }
-    }
-    let _ = caps::clear(None, CapSet::Inheritable);
-    let _ = caps::clear(None, CapSet::Effective);
-    let _ = caps::clear(None, CapSet::Permitted);
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+    let _ = mosaic_os::hardening::shed_capabilities();
+    let _ = mosaic_os::hardening::no_new_privs();
 }
 
 /// Field 22 of `/proc/self/stat`, parsed after the last `)`.

@@ -470,6 +470,7 @@ fn vikunja_and_sync_references_need_a_strict_expires_date() {
 #[test]
 fn a_file_owned_by_another_user_is_unsafe() {
     // Only root can give a file away; as anyone else this case can't be set up.
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return;
     }

@@ -336,6 +336,7 @@ fn a_dead_proof_helper_refuses_then_is_replaced() {
     for pid in children.split_whitespace() {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
         if exe.ends_with("mosaic-proofd") {
+            // SAFETY: kill(2) with plain integers, on the broker's helper child.
             unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
             killed += 1;
         }

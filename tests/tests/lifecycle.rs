@@ -35,6 +35,7 @@ fn sigterm_and_sigint_exit_zero_and_clean_up() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
         let root = data_root();
         let mut b = Broker::start(root.path());
+        // SAFETY: kill(2) with plain integers, on our own child.
         unsafe { libc::kill(b.child.id() as i32, sig) };
         let s = b.wait(Duration::from_secs(10)).expect("exits");
         assert_eq!(s.code(), Some(0), "signal {sig}");
@@ -379,6 +380,7 @@ fn refused_with(root: &std::path::Path, cfg: serde_json::Value, code: &str) {
 }
 
 fn euid() -> u32 {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
     unsafe { libc::geteuid() }
 }
 

@@ -23,8 +23,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, Code> {
     if !path.is_absolute() {
         return Err(Code::Usage);
     }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     let parent_ok = path
         .parent()
         .and_then(|p| std::fs::symlink_metadata(p).ok())
@@ -89,8 +88,7 @@ fn accept_hosts(
     busy: Arc<AtomicBool>,
     closed: std::sync::mpsc::Sender<()>,
 ) {
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     let pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(conn) = conn else {
@@ -171,20 +169,16 @@ fn accept_hosts(
 fn first_byte_arrives(conn: &UnixStream) -> bool {
     let mut byte = 0u8;
     loop {
-        // SAFETY: `conn` is an open socket borrowed for the call; the buffer
-        // is one live byte.
-        let n = unsafe {
-            libc::recv(
-                conn.as_raw_fd(),
-                (&mut byte as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK,
-            )
-        };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
+        let peeked = nix::sys::socket::recv(
+            conn.as_raw_fd(),
+            std::slice::from_mut(&mut byte),
+            nix::sys::socket::MsgFlags::MSG_PEEK,
+        );
+        match peeked {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(n) => return n > 0,
+            Err(_) => return false,
         }
-        return n > 0;
     }
 }
 

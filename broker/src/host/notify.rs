@@ -6,7 +6,6 @@
 //! under systemd never reports to the host's unit.
 
 use std::ffi::OsString;
-use std::os::unix::net::UnixDatagram;
 use std::sync::OnceLock;
 
 static SOCKET: OnceLock<Option<OsString>> = OnceLock::new();
@@ -30,17 +29,5 @@ pub fn send(msg: &str) {
     let Some(Some(path)) = SOCKET.get() else {
         return;
     };
-    let Ok(sock) = UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = path.as_encoded_bytes();
-    let _ = if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        match std::os::unix::net::SocketAddr::from_abstract_name(name) {
-            Ok(addr) => sock.send_to_addr(msg.as_bytes(), &addr),
-            Err(e) => Err(e),
-        }
-    } else {
-        sock.send_to(msg.as_bytes(), path)
-    };
+    let _ = mosaic_os::notify::send(path, msg, &[]);
 }

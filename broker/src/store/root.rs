@@ -22,8 +22,7 @@ pub struct BusDir {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// Checks an existing path is not a symlink, has the given file type, is owned

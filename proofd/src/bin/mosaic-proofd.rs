@@ -14,10 +14,11 @@
 //! helper then serves until every copy of that end is closed.
 
 use std::io::{BufReader, BufWriter};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
+use mosaic_os::notify;
 use mosaic_proofd::fdstore;
 use mosaic_proofd::proof::protocol::Server;
 use mosaic_proofd::proof::table::ProcTable;
@@ -49,60 +50,24 @@ fn parse_args() -> Option<Mode> {
     }
 }
 
-/// PDEATHSIG (when `with_parent`), NO_NEW_PRIVS, then empty
-/// effective/permitted/inheritable sets.
+/// PDEATHSIG (when `with_parent`), NO_NEW_PRIVS, then no capability in
+/// any set (`mosaic_os::hardening`, the broker's steps too). A failed step
+/// is fatal here: the helper reads other processes' `/proc` and must not
+/// do it with more than its user's rights.
 fn harden(with_parent: bool) -> Result<(), &'static str> {
-    // SAFETY: prctl/capset/getppid with plain integer arguments and a valid
-    // pointer to a local header/data array.
-    unsafe {
-        if with_parent
-            && libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-        {
-            return Err("pdeathsig");
-        }
-        // A parent that died before PDEATHSIG was armed closed its end of
-        // the socketpair (CLOEXEC there), so the serve loop sees EOF.
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
-            return Err("no-new-privs");
-        }
-        #[repr(C)]
-        struct CapHeader {
-            version: u32,
-            pid: i32,
-        }
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct CapData {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-        let mut header = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut CapHeader,
-            data.as_ptr(),
-        ) != 0
-        {
-            return Err("capset");
-        }
+    use mosaic_os::hardening;
+    // A parent that died before PDEATHSIG was armed closed its end of
+    // the socketpair (CLOEXEC there), so the serve loop sees EOF.
+    if with_parent && hardening::die_with_parent().is_err() {
+        return Err("pdeathsig");
     }
-    Ok(())
+    if hardening::no_new_privs().is_err() {
+        return Err("no-new-privs");
+    }
+    match hardening::shed_capabilities().failed.first() {
+        Some(("capset", _)) => Err("capset"),
+        _ => Ok(()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -117,21 +82,24 @@ fn inherited(fd: i32) -> ExitCode {
     if let Err(code) = harden(true) {
         return fail(code);
     }
-    // SAFETY: fstat on an integer fd with a valid out-pointer.
-    let is_socket = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
-    };
+    // SAFETY: `fd` came from our command line; nothing else in this process
+    // uses that number. The borrow lasts for the two checks below only.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let is_socket = nix::sys::stat::fstat(borrowed).is_ok_and(|st| {
+        nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
+            == nix::sys::stat::SFlag::S_IFSOCK
+    });
     if !is_socket {
         return fail("bad-fd");
     }
-    // SAFETY: fd is an open socket handed to us by the broker; we own it now.
-    let stream = unsafe { UnixStream::from_raw_fd(fd) };
     // Keep it out of anything we might exec (we exec nothing, but be tidy).
-    // SAFETY: fcntl on our own fd.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-    }
+    let _ = nix::fcntl::fcntl(
+        borrowed,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    // SAFETY: fd is an open socket (checked above) handed to us by the
+    // broker; we own it from here on.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
     serve(stream)
 }
 
@@ -147,6 +115,9 @@ fn serve(stream: UnixStream) -> ExitCode {
 }
 
 fn fdstore() -> ExitCode {
+    use nix::sys::signal::{kill, Signal};
+    use nix::sys::wait::waitpid;
+    use nix::unistd::{fork, ForkResult};
     let Some(notify) = std::env::var_os("NOTIFY_SOCKET") else {
         return fail("no-notify-socket");
     };
@@ -158,23 +129,20 @@ fn fdstore() -> ExitCode {
         return fail("io");
     };
     // SAFETY: no other thread exists yet, so the child is a plain copy.
-    match unsafe { libc::fork() } {
-        -1 => fail("fork"),
-        0 => {
+    match unsafe { fork() } {
+        Err(_) => fail("fork"),
+        Ok(ForkResult::Child) => {
             drop(theirs);
             serve(UnixStream::from(ours))
         }
-        helper => {
+        Ok(ForkResult::Parent { child }) => {
             drop(ours);
             let msg = format!("FDSTORE=1\nFDNAME={}", fdstore::NAME);
-            let handed = fdstore::send(&notify, &msg, &[theirs.as_raw_fd()])
-                .and_then(|()| fdstore::barrier(&notify, fdstore::BARRIER_TIMEOUT));
+            let handed = notify::send(&notify, &msg, &[theirs.as_fd()])
+                .and_then(|()| notify::barrier(&notify, notify::BARRIER_TIMEOUT));
             if handed.is_err() {
-                // SAFETY: kill/waitpid on the child we just forked.
-                unsafe {
-                    libc::kill(helper, libc::SIGKILL);
-                    libc::waitpid(helper, std::ptr::null_mut(), 0);
-                }
+                let _ = kill(child, Signal::SIGKILL);
+                let _ = waitpid(child, None);
                 return fail("notify");
             }
             ExitCode::SUCCESS

@@ -84,18 +84,7 @@ fn notify_ready() {
     let Some(addr) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
-    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
-        return;
-    };
-    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(addr.as_os_str());
-    if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        if let Ok(a) = std::os::unix::net::SocketAddr::from_abstract_name(name) {
-            let _ = sock.send_to_addr(b"READY=1", &a);
-        }
-    } else {
-        let _ = sock.send_to(b"READY=1", &addr);
-    }
+    let _ = mosaic_os::notify::send(&addr, "READY=1", &[]);
 }
 
 /// Takes an exclusive `flock` on `<state>.lock` (created 0600, never

@@ -128,6 +128,7 @@ fn measure(dir: &Path, iterations: u32) -> Result<Value, String> {
             "note": "each round trip makes two durable state replacements; ideal ratio 0.5"
         }))
     })();
+    // SAFETY: kill(2) on our own child's pid, plain integers.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
     outcome

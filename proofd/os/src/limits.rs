@@ -12,15 +12,7 @@
 
 /// `RLIMIT_NOFILE`'s soft and hard values, or `None` when it can't be read.
 pub fn nofile() -> Option<(u64, u64)> {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into `rl`, a valid rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return None;
-    }
-    Some((rl.rlim_cur, rl.rlim_max))
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()
 }
 
 /// The most descriptors a process may have: `/proc/sys/fs/nr_open`
@@ -48,12 +40,9 @@ pub fn raise_nofile() -> u64 {
     if soft >= target {
         return soft;
     }
-    let rl = libc::rlimit {
-        rlim_cur: target,
-        rlim_max: hard,
-    };
-    // SAFETY: setrlimit reads `rl`, a valid rlimit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) } == 0 {
+    if nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, target, hard)
+        .is_ok()
+    {
         target
     } else {
         soft

@@ -29,9 +29,6 @@ pub const COMM_MAX: usize = 64;
 /// Upper bound for `argv[0]` read from `/proc/<pid>/cmdline`.
 pub const ARGV0_MAX: usize = 4096;
 
-/// `SO_PEERPIDFD` (Linux >= 6.5); defined here so older libc headers do not matter.
-const SO_PEERPIDFD: libc::c_int = 77;
-
 /// Why a `/proc` (or pidfd) operation failed. Kept small and `Copy`: callers
 /// map it onto their own wire codes; no path or OS text leaks through it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -271,29 +268,10 @@ pub fn read_argv0(pid: i32) -> Result<Vec<u8>, ProcError> {
 
 /// Kernel-reported `(pid, uid, gid)` of a Unix socket peer (SO_PEERCRED).
 pub fn peer_cred(sock: impl AsFd) -> Result<(i32, u32, u32), ProcError> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: valid fd, out-pointer to a properly sized ucred and its length.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(ProcError::from_errno(last_errno()));
-    }
-    if len as usize != std::mem::size_of::<libc::ucred>() {
-        return Err(ProcError::Malformed);
-    }
-    Ok((cred.pid, cred.uid, cred.gid))
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred =
+        getsockopt(&sock.as_fd(), PeerCredentials).map_err(|e| ProcError::from_errno(e as i32))?;
+    Ok((cred.pid(), cred.uid(), cred.gid()))
 }
 
 fn last_errno() -> i32 {
@@ -337,31 +315,15 @@ impl PidFd {
     /// since the pid may name another process by now. ENODATA (the socket
     /// has no peer pid) is `Err(Io)`.
     pub fn from_peer(sock: impl AsFd) -> Result<Option<PidFd>, ProcError> {
-        let mut fd: libc::c_int = -1;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: valid fd, out-pointer to an int and its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                sock.as_fd().as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_PEERPIDFD,
-                (&mut fd as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return match last_errno() {
-                libc::ENOPROTOOPT | libc::ENOSYS => Ok(None),
-                libc::EINVAL | libc::ESRCH => Err(ProcError::Gone),
-                libc::ENODATA => Err(ProcError::Io),
-                e => Err(ProcError::from_errno(e)),
-            };
+        use nix::errno::Errno;
+        use nix::sys::socket::{getsockopt, sockopt::PeerPidfd};
+        match getsockopt(&sock.as_fd(), PeerPidfd) {
+            Ok(fd) => Ok(Some(PidFd(fd))),
+            Err(Errno::ENOPROTOOPT | Errno::ENOSYS) => Ok(None),
+            Err(Errno::EINVAL | Errno::ESRCH) => Err(ProcError::Gone),
+            Err(Errno::ENODATA) => Err(ProcError::Io),
+            Err(e) => Err(ProcError::from_errno(e as i32)),
         }
-        if fd < 0 || len as usize != std::mem::size_of::<libc::c_int>() {
-            return Err(ProcError::Malformed);
-        }
-        // SAFETY: the kernel installed this fd for us; we own it.
-        Ok(Some(PidFd(unsafe { OwnedFd::from_raw_fd(fd) })))
     }
 
     /// True while the pinned process has not been reaped (signal 0 via
@@ -652,8 +614,8 @@ mod tests {
         let me = std::process::id() as i32;
         let st = read_stat(me).unwrap();
         assert_eq!(st.pid, me);
-        assert_eq!(st.ppid, unsafe { libc::getppid() });
-        assert_eq!(read_uid(me).unwrap(), unsafe { libc::getuid() });
+        assert_eq!(st.ppid, nix::unistd::getppid().as_raw());
+        assert_eq!(read_uid(me).unwrap(), nix::unistd::getuid().as_raw());
         assert!(read_exe(me).unwrap().is_absolute());
         assert!(read_environ(me).is_ok());
         let fd = PidFd::open(me).unwrap();
@@ -675,8 +637,8 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let (pid, uid, gid) = peer_cred(&a).unwrap();
         assert_eq!(pid, std::process::id() as i32);
-        assert_eq!(uid, unsafe { libc::getuid() });
-        assert_eq!(gid, unsafe { libc::getgid() });
+        assert_eq!(uid, nix::unistd::getuid().as_raw());
+        assert_eq!(gid, nix::unistd::getgid().as_raw());
         let pin = PidFd::from_peer(&a).unwrap();
         // SO_PEERPIDFD exists since Linux 6.5: on such kernels it must work.
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
