@@ -1,7 +1,7 @@
--- Mosaic bus evidence store, schema 3e: the 3b core below, then the
--- statements of the 3b -> 3c, 3c -> 3d and 3d -> 3e steps at the end, in
--- order, the same text `mosaic-migrate` runs, so a new store and a migrated
--- one have the same sqlite_master.
+-- Mosaic bus evidence store, schema 3f: the 3b core below, then the
+-- statements of the 3b -> 3c, 3c -> 3d, 3d -> 3e and 3e -> 3f steps at the
+-- end, in order, the same text `mosaic-migrate` runs, so a new store and a
+-- migrated one have the same sqlite_master.
 -- Pinned: the broker checks this file's SHA-256 and the sqlite_master it
 -- produces at every open. Change it only through a migration step.
 -- Every table is append-only: UPDATE and DELETE refuse, and an INSERT that
@@ -500,3 +500,19 @@ CREATE TRIGGER thread_opens_at BEFORE INSERT ON thread_opens
   WHEN NEW.at IS NOT strftime('%Y-%m-%dT%H:%M:%fZ', NEW.at)
     OR NEW.at <= (SELECT at FROM thread_opens ORDER BY seq DESC LIMIT 1)
   BEGIN SELECT RAISE(ABORT, 'timestamp'); END;
+
+-- Step 3e -> 3f: a decision may cite the project's north-star spec (3i row
+-- 138). Two nullable columns; every decision raised before 3f keeps nulls
+-- (it cited nothing). No event, resolution or other row changes, and no
+-- spec or confirmation table: the spec itself lives in the project's Git
+-- repository. A citation names both the path and the full commit, and only
+-- on a decision that names its project.
+ALTER TABLE decisions ADD COLUMN spec_path TEXT
+  CHECK (spec_path IS NULL OR spec_path = 'spec/north-star.md');
+ALTER TABLE decisions ADD COLUMN spec_commit TEXT
+  CHECK (spec_commit IS NULL OR (length(spec_commit) = 40
+    AND spec_commit NOT GLOB '*[^0-9a-f]*'));
+CREATE TRIGGER decisions_spec_citation BEFORE INSERT ON decisions
+  WHEN (NEW.spec_path IS NULL) <> (NEW.spec_commit IS NULL)
+    OR (NEW.spec_path IS NOT NULL AND NEW.project IS NULL)
+  BEGIN SELECT RAISE(ABORT, 'invalid-spec-citation'); END;

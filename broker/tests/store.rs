@@ -87,7 +87,7 @@ fn sql_update_delete_and_replace_are_refused_by_the_database() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3e");
+    assert_eq!(v, "3f");
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }

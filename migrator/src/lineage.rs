@@ -28,5 +28,11 @@ pub const VERSIONS: &[Pin<'static>] = &[
         sha256: "ef830d2153d6f56dc786aa75beaac00a76029ca8d22a2d6b2ff5091f76153f25",
         master: "fb681ab68fd5d9f0da6ba94dbfa35747adbc38263ad48e38d6b779d9cadb60f7",
     },
+    Pin {
+        version: "3e",
+        sql: include_str!("../fixtures/schema-3e.sql"),
+        sha256: "37e1f771d9ce18f163c900153cda224baa252160fff33d0ca31b64e6a3c494f8",
+        master: "b2e15544f2b3a7bc9188173edf8620b73dd59e81a5d917032bee59a997dfddb6",
+    },
     CURRENT,
 ];

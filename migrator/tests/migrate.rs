@@ -136,7 +136,7 @@ fn a_current_store_is_checked_and_left_as_it_was() {
         r.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3e", "to": "3e", "steps": []})
+            json!({"ok": true, "from": "3f", "to": "3f", "steps": []})
         )
     );
     assert_eq!(contents(root.path()), before);
@@ -333,8 +333,9 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
             // The 3b era's message to r0 was never delivered: kept, and counted.
             json!({"business": "acme", "role": "r0", "undelivered": 1}),
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
-            json!({"ok": true, "from": "3b", "to": "3e",
-                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e"]}),
+            json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
+            json!({"ok": true, "from": "3b", "to": "3f",
+                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e", "3e-to-3f"]}),
         ]
     );
     // Same schema as a new store, every old row kept, the epoch recorded once.
@@ -379,7 +380,7 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
         again.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3e", "to": "3e", "steps": []})
+            json!({"ok": true, "from": "3f", "to": "3f", "steps": []})
         )
     );
 
@@ -464,8 +465,13 @@ fn store_3d(root: &Path) {
     bus.release_lock();
 }
 
-/// Every row of the tables a 3d store has, `meta` without the two rows a
-/// step rewrites.
+/// The columns `decisions` had before 3f added the spec citation.
+const DECISION_COLUMNS_3D: &str = "seq, id, business, raised_by_role, raised_by_run, action, \
+     target, class, routed_to, domain, question, options, recommendation, approval_choice, \
+     blocking, project, task_ref, requirement_ref, supersedes, target_holder, at";
+
+/// Every row of the tables a 3d store has, by their 3d columns, `meta`
+/// without the two rows a step rewrites.
 fn rows_3d(root: &Path) -> Vec<String> {
     let c = db(root);
     let mut out = Vec::new();
@@ -487,8 +493,13 @@ fn rows_3d(root: &Path) -> Vec<String> {
         } else {
             ""
         };
+        let cols = if t == "decisions" {
+            DECISION_COLUMNS_3D
+        } else {
+            "*"
+        };
         let mut s = c
-            .prepare(&format!("SELECT * FROM {t} {only} ORDER BY rowid"))
+            .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
             .expect("prepare");
         let n = s.column_count();
         let mut q = s.query([]).expect("query");
@@ -514,11 +525,11 @@ fn master_rows(c: &Connection) -> Vec<(String, String, String, Option<String>)> 
 }
 
 #[test]
-fn a_populated_3d_store_migrates_to_3e_like_a_new_store_and_keeps_every_row() {
+fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_keeps_every_row() {
     let root = data_root();
     store_3d(root.path());
     let before = rows_3d(root.path());
-    // The 3e broker refuses the 3d store.
+    // The current broker refuses the 3d store.
     let bus = BusDir::acquire(root.path()).expect("lock");
     assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
     bus.release_lock();
@@ -540,7 +551,8 @@ fn a_populated_3d_store_migrates_to_3e_like_a_new_store_and_keeps_every_row() {
             json!({"business": "acme", "role": "r0", "undelivered": 2}),
             json!({"business": "beta", "role": "helper", "undelivered": 1}),
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
-            json!({"ok": true, "from": "3d", "to": "3e", "steps": ["3d-to-3e"]}),
+            json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
+            json!({"ok": true, "from": "3d", "to": "3f", "steps": ["3d-to-3e", "3e-to-3f"]}),
         ]
     );
     // The same schema, entry by entry, as a store the broker makes new.
@@ -589,6 +601,233 @@ fn a_populated_3d_store_migrates_to_3e_like_a_new_store_and_keeps_every_row() {
         .collect();
     assert_eq!(ids, ["m-2", "m-3"]);
     drop(core);
+    bus.release_lock();
+}
+
+/// A store as a 3e broker left it, made from the pinned 3e fixture: the 3d
+/// store's evidence plus a project, a thread, its claim, an opened thread,
+/// a threaded message and a decision naming the project.
+fn store_3e(root: &Path) {
+    let bus = BusDir::acquire(root).expect("lock");
+    let c = Connection::open(bus.db_path()).expect("open");
+    let pin = &lineage::VERSIONS[3];
+    assert_eq!(pin.version, "3e");
+    c.execute_batch("PRAGMA journal_mode = WAL;").expect("wal");
+    c.execute_batch(pin.sql).expect("3e schema");
+    c.execute(
+        "INSERT INTO meta(key, value) VALUES ('schema_version', '3e'), ('schema_sha256', ?1),
+           ('comment_cursor_epoch', '2026-11-01T09:00:00.000Z')",
+        [pin.sha256],
+    )
+    .expect("meta");
+    c.execute_batch(
+        "INSERT INTO role_claims(business, role, run, op, by, at) VALUES
+           ('acme', 'r1', 'run-1', 'claim', 'run-1', '2026-11-01T10:00:00.000Z'),
+           ('acme', 'r0', 'run-0', 'claim', 'run-0', '2026-11-01T10:00:00.001Z');
+         INSERT INTO projects(id, business, name, repo, by, at) VALUES
+           ('p-1', 'acme', 'site', '/srv/records/site', 'Ada', '2026-11-01T10:00:00.500Z');
+         INSERT INTO threads(id, business, project, instance, user, name, at) VALUES
+           ('t-1', 'acme', 'p-1', 'assistant', 'Ada', 'launch plan', '2026-11-01T10:00:00.600Z');
+         INSERT INTO thread_opens(thread, by, at) VALUES ('t-1', 'Ada', '2026-11-01T10:00:00.700Z');
+         INSERT INTO thread_claims(business, thread, run, op, by, at) VALUES
+           ('acme', 't-1', 'run-a', 'claim', 'run-a', '2026-11-01T10:00:00.800Z');
+         INSERT INTO events(id, business, kind, role, run, subject, body, at) VALUES
+           ('ev-1', 'acme', 'action.allowed', 'r1', 'run-1', 'r0',
+            '{\"action\":\"message.send\"}', '2026-11-01T10:00:01.000Z');
+         INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
+           class, routed_to, question, options, recommendation, approval_choice, blocking,
+           project, at)
+         VALUES ('d-1', 'acme', 'r1', 'run-1', 'prd.approve', NULL, 'gated', 'human', 'Ship?',
+           '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
+           'yes', 'yes', 0, 'site', '2026-11-01T10:00:02.000Z'),
+           ('d-2', 'acme', 'r0', 'run-0', 'policy.change', NULL, 'gated', 'human', 'Tighten?',
+           '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
+           'no', 'yes', 0, NULL, '2026-11-01T10:00:02.001Z');
+         INSERT INTO decision_events(decision, kind, by, choice, at)
+           VALUES ('d-1', 'resolved', 'Ada', 'yes', '2026-11-01T10:00:02.002Z');
+         INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, request, at) VALUES
+           ('m-1', 'acme', 'r1', 'run-1', 'r0', 'INFO', 'waiting one', NULL, '2026-11-01T10:00:03.000Z'),
+           ('m-2', 'acme', 'human', 'human-cli', 'assistant', 'REQUEST', 'in the thread', NULL,
+            '2026-11-01T10:00:03.001Z');
+         INSERT INTO message_threads(message, thread, at) VALUES ('m-2', 't-1', '2026-11-01T10:00:03.002Z');
+         INSERT INTO deliveries(message, run, at) VALUES ('m-2', 'run-a', '2026-11-01T10:00:04.000Z');",
+    )
+    .expect("3e evidence");
+    drop(c);
+    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
+        let _ = std::fs::set_permissions(
+            root.join("bus").join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        );
+    }
+    bus.release_lock();
+}
+
+/// Every row of every table a 3e store has, `decisions` by its 3e columns
+/// and `meta` without the two rows a step rewrites.
+fn rows_3e(root: &Path) -> Vec<String> {
+    let c = db(root);
+    let mut out = Vec::new();
+    let mut tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("tables")
+        .map(|r| r.expect("name"))
+        .collect();
+    tables.sort();
+    assert!(tables.len() >= 15, "{tables:?}");
+    for t in &tables {
+        let only = if t == "meta" {
+            "WHERE key NOT IN ('schema_version', 'schema_sha256')"
+        } else {
+            ""
+        };
+        let cols = if t == "decisions" {
+            DECISION_COLUMNS_3D
+        } else {
+            "*"
+        };
+        let mut s = c
+            .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
+            .expect("prepare");
+        let n = s.column_count();
+        let mut q = s.query([]).expect("query");
+        while let Some(r) = q.next().expect("row") {
+            let v: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+                .collect();
+            out.push(format!("{t}: {}", v.join(" | ")));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row() {
+    let root = data_root();
+    store_3e(root.path());
+    let before = rows_3e(root.path());
+    // The 3f broker refuses the 3e store, and the refusal changes nothing.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+    assert_eq!(rows_3e(root.path()), before);
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
+            json!({"ok": true, "from": "3e", "to": "3f", "steps": ["3e-to-3f"]}),
+        ]
+    );
+    // The same schema, entry by entry, as a store the broker makes new.
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root.path());
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    assert_eq!(
+        master_digest(&migrated).expect("digest"),
+        schema::CURRENT.master
+    );
+    // Every row as it was (no event, resolution or thread row touched, none
+    // added), and every existing decision cites nothing.
+    assert_eq!(rows_3e(root.path()), before);
+    let cited: Vec<(String, Option<String>, Option<String>)> = migrated
+        .prepare("SELECT id, spec_path, spec_commit FROM decisions ORDER BY seq")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(
+        cited,
+        [("d-1".into(), None, None), ("d-2".into(), None, None)]
+    );
+    // No spec or confirmation table came with the step.
+    let extra: i64 = migrated
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE '%spec%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(extra, 0);
+    // The new columns are append-only like the rest of the row.
+    let err = migrated
+        .execute(
+            "UPDATE decisions SET spec_path = 'spec/north-star.md' WHERE id = 'd-1'",
+            [],
+        )
+        .expect_err("settled decisions are never rewritten");
+    assert!(err.to_string().contains("append-only"), "{err}");
+    // A citation is whole, names the one spec path and a full commit, and
+    // stands only on a decision that names its project.
+    let insert =
+        |id: &str, at: &str, project: Option<&str>, path: Option<&str>, commit: Option<&str>| {
+            migrated.execute(
+                "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, class,
+               routed_to, question, options, recommendation, approval_choice, blocking, project,
+               spec_path, spec_commit, at)
+             VALUES (?1, 'acme', 'r1', 'run-1', 'prd.approve', 'gated', 'r0', 'Cite?',
+               '[{\"key\":\"yes\",\"text\":\"Yes\"}]', 'yes', 'yes', 0, ?2, ?3, ?4, ?5)",
+                rusqlite::params![id, project, path, commit, at],
+            )
+        };
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    for (project, path, commit, why) in [
+        (
+            Some("site"),
+            Some("spec/north-star.md"),
+            None,
+            "invalid-spec-citation",
+        ),
+        (Some("site"), None, Some(sha), "invalid-spec-citation"),
+        (
+            None,
+            Some("spec/north-star.md"),
+            Some(sha),
+            "invalid-spec-citation",
+        ),
+        (Some("site"), Some("docs/plan.md"), Some(sha), "CHECK"),
+        (
+            Some("site"),
+            Some("spec/north-star.md"),
+            Some("0123456"),
+            "CHECK",
+        ),
+        (
+            Some("site"),
+            Some("spec/north-star.md"),
+            Some(&sha.to_uppercase()),
+            "CHECK",
+        ),
+    ] {
+        let err = insert("d-bad", "2026-11-02T10:00:00.000Z", project, path, commit)
+            .expect_err("refused");
+        assert!(err.to_string().contains(why), "{why}: {err}");
+    }
+    insert(
+        "d-3",
+        "2026-11-02T10:00:00.000Z",
+        Some("site"),
+        Some("spec/north-star.md"),
+        Some(sha),
+    )
+    .expect("a whole citation");
+    drop(migrated);
+    // The broker opens the migrated store.
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    Store::open(&bus.db_path()).expect("the broker opens the migrated store");
     bus.release_lock();
 }
 
@@ -678,7 +917,7 @@ impl Synthetic {
     }
 
     fn pins(&self) -> Vec<Pin<'_>> {
-        ["3e", "3e-t1", "3e-t2"]
+        ["3f", "3f-t1", "3f-t2"]
             .iter()
             .enumerate()
             .map(|(i, v)| Pin {
@@ -694,14 +933,14 @@ impl Synthetic {
 fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
     [
         Step {
-            from: "3e",
-            to: "3e-t1",
-            name: "3e-to-t1",
+            from: "3f",
+            to: "3f-t1",
+            name: "3f-to-t1",
             apply: add_one,
         },
         Step {
-            from: "3e-t1",
-            to: "3e-t2",
+            from: "3f-t1",
+            to: "3f-t2",
             name: "t1-to-t2",
             apply: second,
         },
@@ -750,20 +989,20 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let syn = Synthetic::new();
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("migrates");
-    assert_eq!(report.from, "3e");
-    assert_eq!(report.to, "3e-t2");
-    assert_eq!(report.steps, ["3e-to-t1", "t1-to-t2"]);
+    assert_eq!(report.from, "3f");
+    assert_eq!(report.to, "3f-t2");
+    assert_eq!(report.steps, ["3f-to-t1", "t1-to-t2"]);
     assert_eq!(
         lines,
         [
             "one line from the first step".to_string(),
-            json!({"step": "3e-to-t1", "from": "3e", "to": "3e-t1"}).to_string(),
-            json!({"step": "t1-to-t2", "from": "3e-t1", "to": "3e-t2"}).to_string(),
+            json!({"step": "3f-to-t1", "from": "3f", "to": "3f-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3f-t1", "to": "3f-t2"}).to_string(),
         ]
     );
     let (digest, rows) = contents(root.path());
     assert_eq!(digest, syn.master[2]);
-    assert_eq!(version_of(root.path()), "3e-t2");
+    assert_eq!(version_of(root.path()), "3f-t2");
     // Every evidence row is still there; meta changed only its version and digest.
     let evidence = |rs: &[String]| -> Vec<String> {
         rs.iter()
@@ -795,7 +1034,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
     assert!(again.steps.is_empty());
-    assert_eq!(again.from, "3e-t2");
+    assert_eq!(again.from, "3f-t2");
 }
 
 #[test]
@@ -807,7 +1046,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
-        assert_eq!(version_of(root.path()), "3e-t1");
+        assert_eq!(version_of(root.path()), "3f-t1");
         assert!(has_table(root.path(), "extra_one"));
         assert!(!has_table(root.path(), "extra_two"));
         assert_eq!(contents(root.path()).0, syn.master[1]);
@@ -815,10 +1054,10 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     }
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("resumes");
-    assert_eq!(report.from, "3e-t1");
+    assert_eq!(report.from, "3f-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
-    assert_eq!(version_of(root.path()), "3e-t2");
+    assert_eq!(version_of(root.path()), "3f-t2");
 }
 
 #[test]
@@ -830,7 +1069,7 @@ fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
     // The first step runs; the missing second refuses; the first stays.
     let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
     assert_eq!(r, Err(Code::MigrationStep));
-    assert_eq!(version_of(root.path()), "3e-t1");
+    assert_eq!(version_of(root.path()), "3f-t1");
     // With no steps at all nothing changes.
     let root = data_root();
     broker_store(root.path());

@@ -5,11 +5,11 @@ use sha2::{Digest, Sha256};
 /// The schema this broker runs.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
-pub const SCHEMA_VERSION: &str = "3e";
+pub const SCHEMA_VERSION: &str = "3f";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "37e1f771d9ce18f163c900153cda224baa252160fff33d0ca31b64e6a3c494f8";
+pub const SCHEMA_SHA256: &str = "c394e96a8fdeb12aebf05f07833f181b2da8b4ca38a1d16d0f87789fda3b2688";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "b2e15544f2b3a7bc9188173edf8620b73dd59e81a5d917032bee59a997dfddb6";
+pub const MASTER_SHA256: &str = "5e45b29945d2435dae7f57afdc70f17fe9976da5735034f99a00223994ea3987";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also

@@ -313,6 +313,11 @@ codes! {
     ThreadInstanceMismatch => "thread-instance-mismatch",
     /// `assistant.stop`: the instance is not of the thread definition.
     NotAssistant => "not-assistant",
+    // --- project records (issue 22) ---
+    /// A decision's spec citation is incomplete or malformed: `project`, `spec_path`
+    /// (`spec/north-star.md`) and `spec_commit` (a full SHA-1) come together (schema guard
+    /// `decisions_spec_citation`).
+    InvalidSpecCitation => "invalid-spec-citation",
 }
 
 impl fmt::Display for Code {

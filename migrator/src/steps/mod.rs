@@ -11,6 +11,7 @@
 mod s3b_to_3c;
 mod s3c_to_3d;
 mod s3d_to_3e;
+mod s3e_to_3f;
 
 use rusqlite::Connection;
 
@@ -42,5 +43,11 @@ pub const STEPS: &[Step] = &[
         to: "3e",
         name: "3d-to-3e",
         apply: s3d_to_3e::apply,
+    },
+    Step {
+        from: "3e",
+        to: "3f",
+        name: "3e-to-3f",
+        apply: s3e_to_3f::apply,
     },
 ];
