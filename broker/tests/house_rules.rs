@@ -661,7 +661,13 @@ fn closure(graph: &std::collections::HashMap<String, Vec<String>>, name: &str) -
 #[test]
 fn crates_link_only_what_their_users_may() {
     let graph = lock_graph();
-    for pkg in ["mosaic-wire", "mosaic-client", "mosaic-shims", "mosaic-bus"] {
+    for pkg in [
+        "mosaic-wire",
+        "mosaic-client",
+        "mosaic-shims",
+        "mosaic-bus",
+        "mosaic-leased",
+    ] {
         assert!(graph.contains_key(pkg), "Cargo.lock has no {pkg}");
     }
     assert_eq!(
@@ -677,6 +683,14 @@ fn crates_link_only_what_their_users_may() {
                 "{pkg} pulls in {banned}: {pulled:?}"
             );
         }
+    }
+    // The lease broker is apart from the proof helper and the broker.
+    let leased = closure(&graph, "mosaic-leased");
+    for banned in ["mosaic-proofd", "mosaic-bus", "rusqlite", "tokio"] {
+        assert!(
+            !leased.iter().any(|p| p == banned),
+            "mosaic-leased pulls in {banned}"
+        );
     }
     // The check can fail: the broker does pull both in.
     let bus = closure(&graph, "mosaic-bus");

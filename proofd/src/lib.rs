@@ -1,13 +1,13 @@
-//! `mosaic-proofd`: process-proof helper and the lease broker `mosaic-leased`.
+//! `mosaic-proofd`: the process-proof helper and the broker's client for it.
 //!
-//! - [`procfs`], [`limits`]: re-exported from `mosaic-os` (`proofd/os/`),
-//!   the OS layer the broker and the shims link too.
-//! - [`json`]: JSON requests that refuse duplicate keys at any depth.
+//! - [`proof`]: the checks, the helper's line protocol, its `/proc` table
+//!   and the broker's side (spawn or adopt).
 //! - [`fdstore`]: handing the helper to systemd's fd store (user units).
-//! - [`leased`]: the lease broker of `lease-broker-protocol.txt`.
+//! - [`procfs`], [`limits`]: re-exported from `mosaic-os` (`proofd/os/`),
+//!   the OS layer the broker, the lease broker and the shims link too.
+//!
+//! The lease broker is its own crate, `mosaic-leased` (`proofd/leased/`).
 
 pub mod fdstore;
-pub mod json;
-pub mod leased;
-pub use mosaic_os::{limits, procfs};
 pub mod proof;
+pub use mosaic_os::{limits, procfs};

@@ -4,8 +4,11 @@
 //!
 //! [`round_trip`] is the one socket exchange under the wire caps; the
 //! capability [`Client`] and the shims both go through it. [`views`] are
-//! the read verbs as methods. Links neither SQLite nor an async runtime.
+//! the read verbs as methods. [`json`] is the strict JSON parse (no key
+//! twice in one object) every request read from a socket goes through, in
+//! the broker and in `mosaic-leased`. Links neither SQLite nor an async runtime.
 
+pub mod json;
 pub mod views;
 
 pub use mosaic_wire::Code;

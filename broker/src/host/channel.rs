@@ -119,7 +119,7 @@ pub fn serve(stream: UnixStream, shared: &Shared, verifier: VerifierFactory) -> 
             Err(_) => return End::Lost,
         };
         // Duplicate keys at any depth refuse, as on the client socket.
-        let (reply, after) = match mosaic_proofd::json::from_slice(&line) {
+        let (reply, after) = match mosaic_client::json::from_slice(&line) {
             Err(_) => (refusal(Code::InvalidRequest, None), After::Continue),
             Ok(v) => match shared.lock() {
                 Ok(g) => match g.as_ref() {
@@ -143,7 +143,7 @@ fn boot(
     line: &[u8],
     verifier: VerifierFactory,
 ) -> Result<(Runtime, Option<i64>), (Code, Option<i64>)> {
-    let v: Value = match mosaic_proofd::json::from_slice(line) {
+    let v: Value = match mosaic_client::json::from_slice(line) {
         Ok(v) => v,
         // Well-formed JSON that only the strict parse refuses repeats a key.
         Err(_) if serde_json::from_slice::<Value>(line).is_ok() => {

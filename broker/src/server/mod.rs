@@ -156,7 +156,7 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
 
 async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> Answer {
     // Duplicate keys at any depth refuse: no request means two things.
-    let Ok(v) = mosaic_proofd::json::from_slice(bytes) else {
+    let Ok(v) = mosaic_client::json::from_slice(bytes) else {
         return Answer::Reply(refusal(Code::InvalidRequest, None));
     };
     let id = envelope::safe_id(&v);

@@ -10,7 +10,7 @@
 //! `peer-pin-unsupported` (docs/decisions.md).
 
 use super::code::Code;
-use crate::procfs::{self, PeerPin, PidFd, ProcError, Stat};
+use mosaic_os::procfs::{self, PeerPin, PidFd, ProcError, Stat};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 

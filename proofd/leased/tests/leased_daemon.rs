@@ -834,7 +834,7 @@ fn framing_fails_closed_and_daemon_keeps_serving() {
 /// a flood needs more than the usual 1,024. Fails (does not skip) when the
 /// hard limit can't hold two floods at once.
 fn own_nofile_for_floods() {
-    let after = mosaic_proofd::limits::raise_nofile();
+    let after = mosaic_os::limits::raise_nofile();
     assert!(
         after >= 3000,
         "the flood tests need RLIMIT_NOFILE >= 3000 (hard limit: {after})"
@@ -1450,8 +1450,8 @@ fn failed_state_write_changes_nothing() {
 /// docs/leased.md lists every refusal and startup code, as a table row.
 #[test]
 fn docs_list_every_code() {
-    use mosaic_proofd::leased::code::{Code, StartupError};
-    let doc = include_str!("../../docs/leased.md");
+    use mosaic_leased::code::{Code, StartupError};
+    let doc = include_str!("../../../docs/leased.md");
     for c in Code::ALL {
         assert!(doc.contains(&format!("| `{}` |", c.as_str())), "{c:?}");
     }

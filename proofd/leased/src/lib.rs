@@ -17,19 +17,13 @@ use code::StartupError;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Environment variable (tests only): milliseconds to stall between the
 /// ancestry walk and its re-read, to exercise the re-read. It only delays.
 pub const WALK_PAUSE_ENV: &str = "MOSAIC_LEASED_TEST_WALK_PAUSE_MS";
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
 
 /// Parsed command line.
 #[derive(Debug)]
@@ -72,11 +66,10 @@ fn bind(path: &std::path::Path) -> Result<UnixListener, StartupError> {
     // The socket is created 0600 (docs/leased.md): under umask 0077 bind()
     // would leave it 0700, so narrow the umask for the bind alone. Still
     // single-threaded here, so no other file sees the narrower mask.
-    // SAFETY: umask has no failure mode.
-    let old = unsafe { libc::umask(0o177) };
+    use nix::sys::stat::{umask, Mode};
+    let old = umask(Mode::from_bits_truncate(0o177));
     let bound = UnixListener::bind(path);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
+    umask(old);
     bound.map_err(|_| StartupError::SocketBindFailed)
 }
 
@@ -93,8 +86,7 @@ fn notify_ready() {
 /// socket and each would hand out and consume tokens the other doesn't see.
 /// The kernel drops the lock when the holder dies, so a crash needs no
 /// cleanup.
-fn lock_state(state: &std::path::Path) -> Result<std::fs::File, StartupError> {
-    use std::os::fd::AsRawFd;
+fn lock_state(state: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, StartupError> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut name = state.as_os_str().to_owned();
     name.push(".lock");
@@ -110,29 +102,26 @@ fn lock_state(state: &std::path::Path) -> Result<std::fs::File, StartupError> {
             Some(libc::ELOOP) => StartupError::StateSymlink,
             _ => StartupError::StateUnreadable,
         })?;
-    // SAFETY: flock on an fd we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(StartupError::StateLocked);
-    }
-    Ok(file)
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| StartupError::StateLocked)
 }
 
 /// Run the daemon; returns the process exit code.
 pub fn run(args: Args) -> Result<(), StartupError> {
     // The connection cap is sized from the soft descriptor limit: take all
     // the hard limit allows first.
-    crate::limits::raise_nofile();
-    // SAFETY: umask has no failure mode; sockets and files get 0600.
-    unsafe { libc::umask(0o077) };
+    mosaic_os::limits::raise_nofile();
+    // Sockets and files get 0600.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let _lock = lock_state(&args.state)?;
     let loaded = state::load(&args.state)?;
     let listener = bind(&args.socket)?;
-    // SAFETY: installing an async-signal-safe handler (one atomic store).
-    unsafe {
-        let handler: extern "C" fn(libc::c_int) = on_signal;
-        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    // SIGTERM and SIGINT set the stop flag (signal-hook's handler is one
+    // atomic store). SIGPIPE is already ignored: Rust's runtime does that
+    // before `main`, so a peer that hung up is a write error, not a death.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        let _ = signal_hook::flag::register(sig, stop.clone());
     }
     let walk_pause = std::env::var(WALK_PAUSE_ENV)
         .ok()
@@ -147,7 +136,7 @@ pub fn run(args: Args) -> Result<(), StartupError> {
         idle: server::Idle::default(),
     });
     notify_ready();
-    server::serve(listener, shared, &STOP);
+    server::serve(listener, shared, &stop);
     let _ = std::fs::remove_file(&args.socket);
     Ok(())
 }

@@ -48,8 +48,8 @@ pub struct Shared {
 
 /// The cap for the soft `RLIMIT_NOFILE` in force now.
 pub fn connection_cap() -> usize {
-    crate::limits::connection_cap(
-        crate::limits::soft_nofile(),
+    mosaic_os::limits::connection_cap(
+        mosaic_os::limits::soft_nofile(),
         RESERVE_FDS,
         FDS_PER_CONNECTION,
         MIN_CONNECTIONS,
@@ -106,16 +106,11 @@ type Reply = Result<Map<String, Value>, Code>;
 /// shed to make room (answered `busy`). A new connection is refused `busy`
 /// only when no thread can be started for it.
 pub fn serve(listener: UnixListener, shared: Arc<Shared>, stop: &AtomicBool) {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
     while !stop.load(Ordering::SeqCst) {
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
-        if n <= 0 {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut pfd = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        if !matches!(poll(&mut pfd, PollTimeout::from(200u16)), Ok(n) if n > 0) {
             continue;
         }
         let stream = match listener.accept() {
@@ -286,9 +281,9 @@ fn prune_consumed(s: &mut Session) {
 }
 
 fn anchor_alive(s: &Session) -> bool {
-    match crate::procfs::read_stat(s.anchor_pid) {
+    match mosaic_os::procfs::read_stat(s.anchor_pid) {
         Ok(st) => st.start_time == s.anchor_starttime,
-        Err(crate::procfs::ProcError::Gone) => false,
+        Err(mosaic_os::procfs::ProcError::Gone) => false,
         Err(_) => true,
     }
 }

@@ -161,8 +161,7 @@ pub fn load(path: &Path) -> Result<State, StartupError> {
     if meta.permissions().mode() & 0o7777 != 0o600 {
         return Err(StartupError::StateMode);
     }
-    // SAFETY: geteuid has no failure mode.
-    if meta.uid() != unsafe { libc::geteuid() } {
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
         return Err(StartupError::StateOwner);
     }
     if meta.len() > STATE_MAX {

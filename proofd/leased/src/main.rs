@@ -3,8 +3,8 @@
 //! stderr when startup is refused.
 
 fn main() {
-    let result = mosaic_proofd::leased::parse_args(std::env::args_os().skip(1))
-        .and_then(mosaic_proofd::leased::run);
+    let result =
+        mosaic_leased::parse_args(std::env::args_os().skip(1)).and_then(mosaic_leased::run);
     if let Err(e) = result {
         eprintln!("{{\"error\":\"{}\"}}", e.as_str());
         std::process::exit(2);

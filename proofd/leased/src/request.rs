@@ -58,7 +58,7 @@ pub fn parse(bytes: &[u8]) -> Result<Request, Code> {
         return Err(Code::MalformedRequest);
     }
     // Valid JSON that fails the strict pass can only have duplicate keys.
-    let value = crate::json::from_slice(bytes).map_err(|_| Code::DuplicateField)?;
+    let value = mosaic_client::json::from_slice(bytes).map_err(|_| Code::DuplicateField)?;
     let Value::Object(obj) = value else {
         return Err(Code::MalformedRequest);
     };
