@@ -72,6 +72,9 @@ pub struct Core {
     pub credentials: crate::credentials::Credentials,
     /// The requirements file, when one is configured.
     pub requirements: Option<Value>,
+    /// The organization file and the harness levels read at start, when
+    /// the boot names one (else every harness name binds: no `harnessOn`).
+    pub organization: Option<crate::organization::OrgFile>,
     /// Called with the (pid, start time) of every bound run after each change.
     pub on_launches: Option<LaunchSink>,
     /// What the open batch changed in memory (see [`Core::commit_batch`]).
@@ -87,6 +90,7 @@ impl Core {
             runs: HashMap::new(),
             readers: Vec::new(),
             requirements: None,
+            organization: None,
             credentials: Default::default(),
             on_launches: None,
             batch_undo: Vec::new(),

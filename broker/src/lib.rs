@@ -28,6 +28,7 @@ pub use mosaic_os::hardening;
 pub mod host;
 pub mod ids;
 pub mod ops;
+pub mod organization;
 pub mod policy;
 pub mod proof;
 pub mod runtime;

@@ -82,12 +82,17 @@ fn start_locked(
         Some(p) => Some(crate::config::load_requirements(p)?),
         None => None,
     };
+    let organization = match &config.organization {
+        Some(p) => Some(crate::organization::OrgFile::load(p)?.0),
+        None => None,
+    };
     let credentials = crate::credentials::Credentials::load(&config)?;
     let store = Store::open(&bus.db_path())?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
     core.requirements = requirements;
+    core.organization = organization;
     core.set_known_tokens(crate::tokens::KnownTokens::new(
         credentials.tokens().map(str::to_string).collect(),
     ));

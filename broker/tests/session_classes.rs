@@ -82,7 +82,7 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
     };
     match verb {
         "role.claim" | "role.release" | "role.revoke" | "event.emit" | "decision.raise"
-        | "requirements" | "review.request" | "review.verdict" => role_only(c),
+        | "requirements" | "review.request" | "review.verdict" | "organization.set" => role_only(c),
         // Mutations a role, the human and the tester make; never a reader.
         "message.send" | "message.receive" | "message.read" => match c {
             Reader => Some(Code::ReadOnly),
@@ -99,7 +99,8 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
         // tester's code; a specific row wins over tester-refused).
         "launch.revoke" | "launch.restore" | "project.create" | "project.list"
         | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages"
-        | "assistant.stop" => match c {
+        | "assistant.stop" | "limits" | "limits.set" | "instances" | "instances.set" | "routes"
+        | "routes.set" => match c {
             Human => None,
             _ => Some(Code::HumanRequired),
         },
@@ -156,6 +157,13 @@ const VERBS: &[&str] = &[
     "thread.send",
     "thread.messages",
     "assistant.stop",
+    "organization.set",
+    "limits",
+    "limits.set",
+    "instances",
+    "instances.set",
+    "routes",
+    "routes.set",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);
@@ -210,11 +218,10 @@ fn each_session_class_gets_its_verbs_and_the_class_code_for_the_rest() {
     // tester-refused on any other), the others learn it isn't served.
     for (verb, class, want) in [
         ("project.files", Class::Tester, Code::HumanRequired),
-        ("instances.set", Class::Tester, Code::HumanRequired),
-        ("routes", Class::Tester, Code::HumanRequired),
-        ("limits.set", Class::Tester, Code::HumanRequired),
+        ("project.file", Class::Tester, Code::HumanRequired),
+        ("project.file.save", Class::Tester, Code::HumanRequired),
         ("spec.read", Class::Tester, Code::TesterRefused),
-        ("organization.set", Class::Tester, Code::TesterRefused),
+        ("usage", Class::Tester, Code::TesterRefused),
         ("project.files", Class::Human, Code::NotImplemented),
         ("project.files", Class::Reader, Code::NotImplemented),
         ("spec.read", Class::Role, Code::NotImplemented),

@@ -5,6 +5,7 @@
 
 mod business;
 mod launch;
+pub mod organization;
 
 pub use business::{Business, Credential, Role};
 pub use launch::LaunchRecord;
@@ -23,6 +24,8 @@ pub struct BootConfig {
     pub readers: Vec<String>,
     pub repo_roots: Vec<PathBuf>,
     pub requirements: Option<PathBuf>,
+    /// The organization file (`organization`), when the boot names one.
+    pub organization: Option<PathBuf>,
     pub shims: Shims,
 }
 
@@ -46,6 +49,8 @@ struct RawConfig {
     repo_roots: Vec<String>,
     #[serde(default)]
     requirements: Option<String>,
+    #[serde(default)]
+    organization: Option<String>,
     #[serde(default)]
     shims: Option<RawShims>,
 }
@@ -103,6 +108,7 @@ impl BootConfig {
             .map(|s| abs_path(s))
             .collect::<Result<Vec<_>, _>>()?;
         let requirements = raw.requirements.as_deref().map(abs_path).transpose()?;
+        let organization = raw.organization.as_deref().map(abs_path).transpose()?;
         let shims = match raw.shims {
             Some(s) => Shims {
                 human: abs_path(&s.human)?,
@@ -117,6 +123,7 @@ impl BootConfig {
             readers: raw.readers,
             repo_roots,
             requirements,
+            organization,
             shims,
         })
     }
@@ -232,6 +239,7 @@ mod tests {
                     c["readers"] = json!(["acme"]);
                     c["repoRoots"] = json!(["/abs/repo"]);
                     c["requirements"] = json!("/abs/requirements.json");
+                    c["organization"] = json!("/abs/organization.json");
                     c["shims"] = json!({"human": "/abs/h", "tester": "/abs/t"});
                 },
                 ok,
@@ -342,6 +350,11 @@ mod tests {
             (
                 "requirements relative",
                 |c| c["requirements"] = json!("req.json"),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "organization relative",
+                |c| c["organization"] = json!("organization.json"),
                 Some(Code::InvalidConfig),
             ),
             (

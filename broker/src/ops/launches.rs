@@ -84,6 +84,18 @@ impl BindLaunch {
             }
             return Ok(launch_reply(&record, cap));
         }
+        // harnessOn (3i row 65): a new run binds only while the
+        // organization file switches its harness on now; a run the store
+        // already has binds again, so it can be ended. With no organization
+        // file there is no harnessOn and every module name binds.
+        if launched.is_none() {
+            if let Some(org) = &core.organization {
+                let on = org.read().is_ok_and(|o| o.harness_on(&record.harness));
+                if !on {
+                    return Err(Code::InvalidHarness);
+                }
+            }
+        }
         if start_seen != Some(record.start_time) {
             return Err(Code::ProcessMismatch);
         }

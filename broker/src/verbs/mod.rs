@@ -12,6 +12,7 @@ pub(crate) mod decisions;
 mod events;
 pub(crate) mod launch;
 pub mod messages;
+mod organization;
 mod reads;
 pub(crate) mod reviews;
 mod roles;
@@ -176,9 +177,13 @@ pub const VERBS: &[VerbEntry] = &[
     served("credentials", VIEWER_NO_TESTER, run::<reads::Credentials>),
     served("review.request", ROLE, run::<reviews::Request>),
     served("review.verdict", ROLE, run::<reviews::Verdict>),
-    planned("organization.set"),
-    planned_human("limits"),
-    planned_human("limits.set"),
+    served(
+        "organization.set",
+        ROLE,
+        run::<organization::OrganizationSet>,
+    ),
+    served("limits", HUMAN, run::<organization::LimitsRead>),
+    served("limits.set", HUMAN, run::<organization::LimitsSet>),
     planned("name.set"),
     planned("names"),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
@@ -198,10 +203,10 @@ pub const VERBS: &[VerbEntry] = &[
     planned("usage.begin"),
     planned("usage.end"),
     planned("usage"),
-    planned_human("instances"),
-    planned_human("instances.set"),
-    planned_human("routes"),
-    planned_human("routes.set"),
+    served("instances", HUMAN, run::<organization::InstancesRead>),
+    served("instances.set", HUMAN, run::<organization::InstancesSet>),
+    served("routes", HUMAN, run::<organization::RoutesRead>),
+    served("routes.set", HUMAN, run::<organization::RoutesSet>),
 ];
 
 /// A verb's row in [`VERBS`].

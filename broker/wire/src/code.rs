@@ -318,6 +318,33 @@ codes! {
     /// (`spec/north-star.md`) and `spec_commit` (a full SHA-1) come together (schema guard
     /// `decisions_spec_citation`).
     InvalidSpecCitation => "invalid-spec-citation",
+    // --- the organization file, harness switches, staff requests (issue 23)
+    /// An organization verb, but the boot config names no organization file.
+    OrganizationOff => "organization-off",
+    /// The organization file can't be read (missing, a symlink, not ours) or replaced.
+    OrganizationUnavailable => "organization-unavailable",
+    /// The organization file, or a value written to it, fails its shape or value checks.
+    OrganizationInvalid => "organization-invalid",
+    /// The `revision` sent is not the file's current one; nothing was written.
+    OrganizationStale => "organization-stale",
+    /// `instances.set` `op:"change"` names an instance the file does not hold.
+    OrganizationUnknownInstance => "organization-unknown-instance",
+    /// `instances.set` `op:"add"` names an instance the file already holds.
+    OrganizationInstanceExists => "organization-instance-exists",
+    /// An instance's definition is none the loaded business knows.
+    OrganizationUnknownDefinition => "organization-unknown-definition",
+    /// An instance's definition declares credentials, which only the business file sets.
+    OrganizationCredentialsOutOfScope => "organization-credentials-out-of-scope",
+    /// A route or assistant names a model whose harness is switched off.
+    HarnessOff => "harness-off",
+    /// A model names a harness the start did not load.
+    HarnessRefused => "harness-refused",
+    /// A thinking level the route's harness does not offer.
+    ThinkingUnsupported => "thinking-unsupported",
+    /// `staff.request` from an instance that is not of the `pm` definition.
+    StaffRequestRefused => "staff-request-refused",
+    /// `staff.request`: the business's launcher is not a `chief-of-staff` instance (or there is none).
+    NoChiefOfStaff => "no-chief-of-staff",
 }
 
 impl fmt::Display for Code {
