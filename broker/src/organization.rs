@@ -56,8 +56,7 @@ pub fn read(path: &Path) -> Result<Organization, Code> {
         .open(path)
         .map_err(|_| Code::OrganizationUnavailable)?;
     let meta = f.metadata().map_err(|_| Code::OrganizationUnavailable)?;
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = nix::unistd::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != uid {
         return Err(Code::OrganizationUnavailable);
     }
