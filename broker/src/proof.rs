@@ -168,8 +168,7 @@ impl ProofGate {
             ShimKind::Human => self.config.shims.human.clone(),
             ShimKind::Tester => self.config.shims.tester.clone(),
         };
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
+        let uid = nix::unistd::geteuid().as_raw();
         let tx = self.jobs.as_ref().ok_or(Code::ProofUnavailable)?;
         let (answer, answered) = tokio::sync::oneshot::channel();
         tx.send(Job::Verify {
@@ -393,29 +392,28 @@ pub fn adopt_from_systemd() -> Result<(), Code> {
     let mut found = None;
     for (i, fd) in (3..3 + count).enumerate() {
         let named = names.get(i) == Some(&FDSTORE_NAME);
-        // SAFETY: fstat on an integer fd with a valid out-pointer.
-        let is_socket = unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK
-        };
+        // SAFETY: systemd passed descriptors 3..3+LISTEN_FDS to this very
+        // process (LISTEN_PID checked above) and nothing else here has
+        // taken them: each is owned from here on, and dropped (closed)
+        // unless it is the helper's channel.
+        let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        use nix::sys::stat::{fstat, SFlag};
+        let is_socket = fstat(&owned).is_ok_and(|st| {
+            SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFSOCK
+        });
         if named && is_socket && found.is_none() {
-            found = Some(fd);
-        } else {
-            // SAFETY: closing a descriptor systemd passed that nothing uses.
-            unsafe { libc::close(fd) };
+            found = Some(owned);
         }
     }
-    let fd = found.ok_or(Code::ProofdSpawn)?;
-    // SAFETY: fd is an open socket systemd passed us; owned from here on.
-    let stream = unsafe { <UnixStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let stream = UnixStream::from(found.ok_or(Code::ProofdSpawn)?);
     // Only the broker's own same-user helper may stand behind it.
     let peer = mosaic_proofd::procfs::peer_cred(&stream).map_err(|_| Code::ProofdSpawn)?;
-    // SAFETY: geteuid has no preconditions.
-    if peer.1 != unsafe { libc::geteuid() } {
+    if peer.1 != nix::unistd::geteuid().as_raw() {
         return Err(Code::ProofdSpawn);
     }
-    // SAFETY: fcntl on our own fd: keep it out of anything we spawn.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // Keep it out of anything we spawn.
+    let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+    let _ = nix::fcntl::fcntl(&stream, cloexec);
     ADOPTED
         .set(Adopted {
             stream,

@@ -250,28 +250,20 @@ fn send_now(fd: &OwnedFd, line: &[u8]) -> usize {
     let mut done = 0;
     while done < line.len() {
         let rest = &line[done..];
-        // SAFETY: `fd` is an open socket this function borrows; `rest` is a
-        // live buffer of `rest.len()` bytes.
-        let n = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n > 0 {
-            done += n as usize;
-        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        {
-            continue;
-        } else {
-            break;
+        use nix::sys::socket::MsgFlags;
+        let sent = nix::sys::socket::send(
+            fd.as_raw_fd(),
+            rest,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        );
+        match sent {
+            Ok(n) if n > 0 => done += n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => break,
         }
     }
     if done == line.len() {
-        // SAFETY: as above; shutting the write side has no memory effects.
-        unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+        let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
     }
     done
 }
