@@ -5,6 +5,7 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::error::Code;
 use crate::ids;
+use crate::ops::landing::Ticket;
 use crate::store::Store;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -56,6 +57,10 @@ enum Undo {
         bound: Box<Bound>,
         caps: Vec<(String, Caller)>,
     },
+    /// A landing ticket was issued: forget it.
+    TicketIssued(String),
+    /// A landing ticket was ended: keep it open again.
+    TicketEnded(Box<Ticket>),
 }
 
 /// Receives the launch registry after every change.
@@ -77,6 +82,9 @@ pub struct Core {
     pub organization: Option<crate::organization::OrgFile>,
     /// Called with the (pid, start time) of every bound run after each change.
     pub on_launches: Option<LaunchSink>,
+    /// Open landings, by ticket id, from `checkLand` until `recordLand` or
+    /// `landRefused` ends them. Memory only: a restart forgets them all.
+    tickets: HashMap<String, Ticket>,
     /// What the open batch changed in memory (see [`Core::commit_batch`]).
     batch_undo: Vec<Undo>,
 }
@@ -93,6 +101,7 @@ impl Core {
             organization: None,
             credentials: Default::default(),
             on_launches: None,
+            tickets: HashMap::new(),
             batch_undo: Vec::new(),
         };
         let readers = core.config.readers.clone();
@@ -156,6 +165,12 @@ impl Core {
                         self.runs.insert(key, *bound);
                         self.caps.extend(caps);
                     }
+                    Undo::TicketIssued(id) => {
+                        self.tickets.remove(&id);
+                    }
+                    Undo::TicketEnded(ticket) => {
+                        self.tickets.insert(ticket.id.clone(), *ticket);
+                    }
                 }
             }
             self.launches_changed();
@@ -213,6 +228,26 @@ impl Core {
         self.remember(Undo::Bound(key));
         self.launches_changed();
         cap
+    }
+
+    /// Opens a landing (`checkLand`); its batch's failed COMMIT forgets it.
+    pub fn issue_ticket(&mut self, ticket: Ticket) {
+        let id = ticket.id.clone();
+        self.tickets.insert(id.clone(), ticket);
+        self.remember(Undo::TicketIssued(id));
+    }
+
+    /// The open landing `id`, if any.
+    pub fn ticket(&self, id: &str) -> Option<&Ticket> {
+        self.tickets.get(id)
+    }
+
+    /// Ends the landing `id` (`recordLand`, `landRefused`); its batch's
+    /// failed COMMIT opens it again, as its evidence is then not stored.
+    pub fn end_ticket(&mut self, id: &str) {
+        if let Some(t) = self.tickets.remove(id) {
+            self.remember(Undo::TicketEnded(Box::new(t)));
+        }
     }
 
     /// Ends a bound run (its evidence already written): drops every

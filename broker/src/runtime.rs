@@ -6,7 +6,7 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::core::Core;
 use crate::error::Code;
-use crate::ops::{authority, credentials, launches, pushes, records, HostOp};
+use crate::ops::{authority, credentials, landing, launches, pushes, records, HostOp};
 use crate::proof::{ProofGate, Verifier};
 use crate::server::{self, Ctx};
 use crate::store::root::BusDir;
@@ -378,6 +378,46 @@ impl Runtime {
             cap.to_string(),
             args,
         )))
+    }
+
+    /// `checkLand`: opens a landing and returns its ticket, or a refusal
+    /// recorded on the task's trail.
+    pub fn check_land(&self, cap: &str, args: Map<String, Value>) -> Result<Value, Code> {
+        self.op(HostOp::CheckLand(landing::CheckLand {
+            cap: cap.to_string(),
+            args,
+        }))
+    }
+
+    /// `recordLand`: records a landing once main moved (spends the decision).
+    pub fn record_land(&self, ticket: &str, land: Map<String, Value>) -> Result<Value, Code> {
+        self.op(HostOp::RecordLand(landing::RecordLand {
+            ticket: ticket.to_string(),
+            land,
+        }))
+    }
+
+    /// `landRefused`: ends a landing with the host's refusal code.
+    pub fn land_refused(&self, ticket: &str, args: Map<String, Value>) -> Result<Value, Code> {
+        self.op(HostOp::LandRefused(landing::LandRefused {
+            ticket: ticket.to_string(),
+            args,
+        }))
+    }
+
+    /// `landHeld`: `{held}`, whether the role (in `thread`) holds an
+    /// approval a landing could use.
+    pub fn land_held(
+        &self,
+        business: &str,
+        role: &str,
+        thread: Option<&str>,
+    ) -> Result<Value, Code> {
+        self.op(HostOp::LandHeld(landing::LandHeld {
+            business: business.to_string(),
+            role: role.to_string(),
+            thread: thread.map(str::to_string),
+        }))
     }
 
     /// Closes in order: stop accepting, let in-flight requests finish (up to

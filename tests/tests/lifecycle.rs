@@ -135,8 +135,8 @@ fn boot_id_is_echoed() {
     }
     let r = b.op(json!({"op": "nonsense", "id": 7}));
     assert_eq!(r, json!({"ok": false, "error": "unknown-op", "id": 7}));
-    // The spec's landing ops are known but not built yet: not-implemented,
-    // and the broker keeps serving.
+    // The landing ops are served: without their arguments each is
+    // invalid-request (with the id echoed), and the broker keeps serving.
     for (n, op) in ["checkLand", "recordLand", "landRefused", "landHeld"]
         .iter()
         .enumerate()
@@ -144,7 +144,7 @@ fn boot_id_is_echoed() {
         let r = b.op(json!({"op": op, "id": n}));
         assert_eq!(
             r,
-            json!({"ok": false, "error": "not-implemented", "id": n}),
+            json!({"ok": false, "error": "invalid-request", "id": n}),
             "{op}"
         );
     }

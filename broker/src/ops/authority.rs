@@ -227,7 +227,8 @@ pub fn authorize_launch(core: &mut Core, cap: &str, instance: &str) -> Result<Va
     }
 }
 
-fn code_ok(s: &str) -> bool {
+/// True for a code a host hands over: kebab-case, 1 to 64 characters.
+pub(crate) fn code_ok(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 64

@@ -9,12 +9,15 @@
 //! - `records`: `recordEvent`, `recordTask`, `recordComments`, `commentCursor`
 //! - `pushes`: the git socket's `checkPush`, `recordPush`, `reviewFetch`
 //! - `threads`: the thread launcher's `threadsState`, `threadIdle`
+//! - `landing`: its landing ops `checkLand`, `recordLand`, `landRefused`,
+//!   `landHeld`
 //!
 //! One string rule for every string argument: 1 to 256 bytes and no NUL,
 //! as the client socket's verbs refuse them.
 
 pub mod authority;
 pub mod credentials;
+pub mod landing;
 pub mod launches;
 pub mod pushes;
 pub mod records;
@@ -26,11 +29,6 @@ use serde_json::{json, Map, Value};
 
 /// Longest host op string argument, in bytes.
 pub const MAX_STR: usize = 256;
-
-/// Host ops the spec (bus-3i) names that this build does not serve yet:
-/// the git socket's landing ops. They answer `not-implemented`, not
-/// `unknown-op`, so a host can tell "not built" from "no such op".
-pub const PLANNED: &[&str] = &["checkLand", "recordLand", "landRefused", "landHeld"];
 
 /// The one string rule: a string of 1 to [`MAX_STR`] bytes with no NUL.
 pub fn host_str(v: Option<Value>) -> Result<String, Code> {
@@ -106,12 +104,15 @@ pub enum HostOp {
     ReviewFetch(pushes::ReviewFetch),
     ThreadsState(threads::ThreadsState),
     ThreadIdle(threads::ThreadIdle),
+    CheckLand(landing::CheckLand),
+    RecordLand(landing::RecordLand),
+    LandRefused(landing::LandRefused),
+    LandHeld(landing::LandHeld),
 }
 
 impl HostOp {
     /// Parses op `op` with its arguments `m` (the request without `op` and
-    /// `id`). An op the spec names but this build lacks is
-    /// `not-implemented`; any other unknown one `unknown-op`.
+    /// `id`). An unknown op is `unknown-op`.
     pub fn parse(op: &str, m: Map<String, Value>) -> Result<HostOp, Code> {
         let f = Fields::new(m);
         Ok(match op {
@@ -134,6 +135,10 @@ impl HostOp {
             "threadsState" => HostOp::ThreadsState(threads::ThreadsState::parse(f)?),
             "threadIdle" => HostOp::ThreadIdle(threads::ThreadIdle::parse(f)?),
             other if PLANNED.contains(&other) => return Err(Code::NotImplemented),
+            "checkLand" => HostOp::CheckLand(landing::CheckLand::parse(f)?),
+            "recordLand" => HostOp::RecordLand(landing::RecordLand::parse(f)?),
+            "landRefused" => HostOp::LandRefused(landing::LandRefused::parse(f)?),
+            "landHeld" => HostOp::LandHeld(landing::LandHeld::parse(f)?),
             _ => return Err(Code::UnknownOp),
         })
     }
@@ -165,6 +170,10 @@ impl HostOp {
             HostOp::ReviewFetch(o) => o.apply(core),
             HostOp::ThreadsState(o) => o.apply(core),
             HostOp::ThreadIdle(o) => o.apply(core),
+            HostOp::CheckLand(o) => o.apply(core),
+            HostOp::RecordLand(o) => o.apply(core),
+            HostOp::LandRefused(o) => o.apply(core),
+            HostOp::LandHeld(o) => o.apply(core),
         }
     }
 }
@@ -226,6 +235,13 @@ mod tests {
                 "threadIdle",
                 json!({"business": "b", "thread": nul, "run": "r"}),
             ),
+            ("checkLand", json!({"cap": nul, "args": {}})),
+            ("recordLand", json!({"ticket": nul, "land": {}})),
+            ("landRefused", json!({"ticket": nul, "args": {}})),
+            (
+                "landHeld",
+                json!({"business": "b", "role": "r", "thread": nul}),
+            ),
         ];
         for (op, args) in cases {
             let Value::Object(m) = args else {
@@ -259,12 +275,14 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_planned_ops() {
+    fn unknown_ops_and_the_landing_ops_without_arguments() {
         let none = Map::new;
-        assert!(matches!(
-            HostOp::parse("checkLand", none()),
-            Err(Code::NotImplemented)
-        ));
+        for op in ["checkLand", "recordLand", "landRefused", "landHeld"] {
+            assert!(
+                matches!(HostOp::parse(op, none()), Err(Code::InvalidRequest)),
+                "{op}"
+            );
+        }
         assert!(matches!(
             HostOp::parse("nope", none()),
             Err(Code::UnknownOp)

@@ -228,9 +228,13 @@ pub fn record_event_as(
     if !kind_ok(kind) {
         return Err(Code::InvalidRequest);
     }
+    // The push record and the landing record are written by their git
+    // socket ops only (recordPush, and recordLand or authorize with the
+    // decision that the action spends).
+    let reserved_action = |a: &str| body.get("action") == Some(&Value::String(a.into()));
     if RESERVED_KINDS.contains(&kind)
         || (kind == "action.allowed"
-            && body.get("action") == Some(&Value::String("git.push.working".into())))
+            && (reserved_action("git.push.working") || reserved_action("git.merge.protected")))
     {
         return Err(Code::ReservedEvent);
     }

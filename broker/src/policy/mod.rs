@@ -2,5 +2,6 @@
 
 pub mod actions;
 pub mod authority;
+pub mod landing;
 pub mod routing;
 pub mod threads;

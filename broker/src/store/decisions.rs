@@ -150,6 +150,24 @@ pub fn load(conn: &Connection, business: &str, id: &str) -> Result<Option<Decisi
     .map_err(sql)
 }
 
+/// The `decision_state` rows matching `filter` (a WHERE clause over its
+/// columns, with `?1`… bound to `params`), oldest first.
+pub(crate) fn select_where(
+    conn: &Connection,
+    filter: &str,
+    params: &[&str],
+) -> Result<Vec<DecisionRow>, Code> {
+    let mut st = conn
+        .prepare_cached(&format!(
+            "SELECT {COLS} FROM decision_state WHERE {filter} ORDER BY seq"
+        ))
+        .map_err(sql)?;
+    let rows = st
+        .query_map(rusqlite::params_from_iter(params.iter()), from_row)
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
 /// A decision to store.
 #[derive(Debug, Clone)]
 pub struct NewDecision<'a> {

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod comments;
 pub mod decisions;
 pub mod evidence;
+pub mod landings;
 pub mod messages;
 pub mod reads;
 pub mod reviews;

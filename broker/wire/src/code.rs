@@ -345,6 +345,15 @@ codes! {
     StaffRequestRefused => "staff-request-refused",
     /// `staff.request`: the business's launcher is not a `chief-of-staff` instance (or there is none).
     NoChiefOfStaff => "no-chief-of-staff",
+    // --- landing on main (issue 21) ---
+    /// `checkLand`: no `task_ref`; an agent's landing always names its task.
+    NoSubject => "no-subject",
+    /// `checkLand` or `recordLand`: the task's latest push is no longer the approved verdict's
+    /// commit, or `recordLand`'s `reviewed` is not the ticket's commit.
+    RefMoved => "ref-moved",
+    /// `recordLand` or `landRefused`: no open landing has that ticket (ended, never issued, or
+    /// issued by a broker that has since stopped).
+    LandUnknown => "land-unknown",
 }
 
 impl fmt::Display for Code {

@@ -1,0 +1,893 @@
+//! Landing on a project's main (3i row 137, #1631) through real brokers:
+//! the git socket's `checkLand`, `recordLand`, `landRefused` and `landHeld`
+//! host ops, after a push, a review and a cross-role decision the human
+//! resolved through the real human shim (or the arbiter through the bus).
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TASK: &str = "vikunja:3/41";
+const OTHER: &str = "vikunja:3/42";
+const C1: &str = "1111111111111111111111111111111111111111";
+const C2: &str = "2222222222222222222222222222222222222222";
+const MAIN0: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const MAIN1: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const PATCH: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+const ROLES: [&str; 5] = ["pm", "dev", "cto", "qa", "arch"];
+
+/// pm is the delivery arbiter, so its own cross-role raise goes to the
+/// human; dev's goes to pm; cto (technical arbiter) reviews; qa may land
+/// only through a gated decision; arch reviews too.
+fn business() -> Value {
+    json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "pm"},
+        "roles": {
+            "pm": {"authority": {"withinRole": ["git.push.working", "review.request"],
+                                 "crossRole": ["git.merge.protected", "message.send"]}},
+            "dev": {"authority": {"withinRole": ["message.send", "git.push.working",
+                                                 "review.request"],
+                                  "crossRole": ["git.merge.protected", "task.close"]}},
+            "cto": {"authority": {"withinRole": ["message.send", "review.verdict"],
+                                  "crossRole": []}},
+            "qa": {"authority": {"withinRole": ["git.push.working"], "crossRole": []}},
+            "arch": {"authority": {"withinRole": ["review.verdict"], "crossRole": []}}
+        },
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    })
+}
+
+fn config(root: &Path, business: &Value) -> Value {
+    json!({"dataRoot": root, "businesses": {"acme": business}, "readers": ["acme"]})
+}
+
+struct Env {
+    root: tempfile::TempDir,
+    b: Broker,
+    caps: HashMap<&'static str, String>,
+    procs: Vec<Sleeper>,
+    shim_dir: tempfile::TempDir,
+}
+
+fn env() -> Env {
+    let root = data_root();
+    let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business()));
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let mut caps = HashMap::new();
+    let mut procs = Vec::new();
+    for r in ROLES {
+        let p = sleeper();
+        caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
+        procs.push(p);
+    }
+    let shim_dir = tempfile::Builder::new()
+        .prefix("mosaic-shim-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(
+        shim_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let e = Env {
+        root,
+        b,
+        caps,
+        procs,
+        shim_dir,
+    };
+    for r in ROLES {
+        e.ok(r, "role.claim", Value::Null);
+    }
+    e
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Root test runners hold every capability; a human's shim holds none.
+fn drop_bounding_set() -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    Ok(())
+}
+
+fn wait_file(p: &Path) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if let Ok(s) = std::fs::read_to_string(p) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", p.display());
+}
+
+impl Env {
+    fn call(&self, role: &str, verb: &str, args: Value) -> Value {
+        self.b.call(&self.caps[role], verb, args)
+    }
+    fn ok(&self, role: &str, verb: &str, args: Value) -> Value {
+        res(&self.call(role, verb, args)).clone()
+    }
+    fn op(&mut self, role: &str, mut op: Value) -> Value {
+        op["cap"] = json!(self.caps[role]);
+        self.b.op(op)
+    }
+
+    /// The human's request through the real `mosaic-human-cli`, started
+    /// detached with a clean environment (the suite may run under an agent
+    /// whose markers the proof refuses).
+    fn human(&self, business: &str, verb: &str, args: Value) -> Value {
+        let req = json!({"business": business, "verb": verb, "args": args});
+        let n = std::fs::read_dir(self.shim_dir.path()).map_or(0, |d| d.count());
+        let input = self.shim_dir.path().join(format!("{n}.in"));
+        let out = self.shim_dir.path().join(format!("{n}.out"));
+        std::fs::write(&input, req.to_string()).expect("request file");
+        let o = sh_quote(out.to_str().expect("utf-8"));
+        let script = format!(
+            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
+            sh_quote(bin("mosaic-human-cli").to_str().expect("utf-8")),
+            sh_quote(self.b.socket.to_str().expect("utf-8")),
+            sh_quote(input.to_str().expect("utf-8")),
+        );
+        let mut cmd = Command::new("setsid");
+        cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c"])
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only prctl between fork and exec.
+        unsafe { cmd.pre_exec(drop_bounding_set) };
+        let mut child = cmd.spawn().expect("setsid");
+        let reply = wait_file(&out);
+        let _ = child.wait();
+        serde_json::from_str(reply.trim()).expect("shim reply is JSON")
+    }
+
+    /// Closes the broker and starts another on the same store with
+    /// `business`, binding the same runs again (their claims are stored).
+    fn restart(self, business: Value) -> Env {
+        let Env {
+            root,
+            b,
+            procs,
+            shim_dir,
+            ..
+        } = self;
+        b.close();
+        let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business));
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        let mut caps = HashMap::new();
+        for (r, p) in ROLES.iter().zip(&procs) {
+            let rec = launch(r, &format!("{r}-1"), p.id());
+            let reply = b.op(json!({"op": "bindLaunch", "record": rec}));
+            // A run that ended before the restart stays ended.
+            if reply["error"] != json!("run-ended") {
+                let cap = res_launch(&reply);
+                caps.insert(*r, cap);
+            }
+        }
+        Env {
+            root,
+            b,
+            caps,
+            procs,
+            shim_dir,
+        }
+    }
+
+    fn push(&mut self, role: &str, task: &str, commit: &str) {
+        let r = self.op(
+            role,
+            json!({"op": "recordPush", "push": {
+                "task_ref": task, "project": "site", "branch": "work/41",
+                "ref": "refs/heads/work/41", "commit": commit, "previous": null}}),
+        );
+        assert_eq!(r["ok"], json!(true), "recordPush: {r}");
+    }
+
+    /// `role` asks `reviewer` to review `commit` of `task`, and the reviewer
+    /// answers `verdict`; returns the verdict event's id.
+    fn reviewed(&self, role: &str, task: &str, commit: &str, verdict: &str) -> Value {
+        let req = self.ok(
+            role,
+            "review.request",
+            json!({"task_ref": task, "commit": commit, "to": "cto"}),
+        );
+        let v = self.ok(
+            "cto",
+            "review.verdict",
+            json!({"task_ref": task, "request": req["request"], "verdict": verdict,
+                   "body": "looked"}),
+        );
+        v["verdict"].clone()
+    }
+
+    /// `role` raises a decision for `action` on `target`; returns its id.
+    fn raise(&self, role: &str, action: &str, target: &str, extra: Value) -> Value {
+        let mut args = json!({"action": action, "question": "Land it?", "target": target,
+               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "Not yet"}],
+               "recommendation": "yes", "blocking": false});
+        if let (Some(a), Value::Object(x)) = (args.as_object_mut(), extra) {
+            a.extend(x);
+        }
+        self.ok(role, "decision.raise", args)["id"].clone()
+    }
+
+    fn check(&mut self, role: &str, args: Value) -> Value {
+        self.op(role, json!({"op": "checkLand", "args": args}))
+    }
+
+    fn ticket(&mut self, role: &str, task: &str, decision: &Value) -> Value {
+        let r = self.check(role, json!({"task_ref": task, "decision": decision}));
+        res(&r)["ticket"].clone()
+    }
+
+    fn record(&mut self, ticket: &Value, land: Value) -> Value {
+        self.b
+            .op(json!({"op": "recordLand", "ticket": ticket, "land": land}))
+    }
+
+    fn held(&mut self, role: &str, thread: Option<&str>) -> Value {
+        let mut op = json!({"op": "landHeld", "business": "acme", "role": role});
+        if let Some(t) = thread {
+            op["thread"] = json!(t);
+        }
+        res(&self.b.op(op))["held"].clone()
+    }
+
+    fn count(&self, sql: &str, p: &str) -> i64 {
+        db(self.root.path())
+            .query_row(sql, [p], |r| r.get(0))
+            .expect("count")
+    }
+
+    fn consumed(&self, decision: &Value) -> i64 {
+        self.count(
+            "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
+            decision.as_str().expect("id"),
+        )
+    }
+
+    /// The task's trail as the reader sees it.
+    fn trail(&self, task: &str) -> Vec<Value> {
+        let reader = self.b.reader_cap();
+        let t = res(&self.b.call(&reader, "trail", json!({"subject": task}))).clone();
+        t.as_array().expect("trail array").clone()
+    }
+
+    /// The task's `action.refused` events as `(op, code)`.
+    fn refusals(&self, task: &str) -> Vec<(String, String)> {
+        self.trail(task)
+            .iter()
+            .filter(|r| r["kind"] == json!("action.refused"))
+            .map(|r| {
+                (
+                    r["body"]["op"].as_str().unwrap_or_default().to_string(),
+                    r["body"]["code"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// The messages `role` receives now.
+    fn receive(&self, role: &str) -> Vec<Value> {
+        self.ok(role, "message.receive", Value::Null)["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    }
+}
+
+fn res_launch(reply: &Value) -> String {
+    assert_eq!(reply["ok"], json!(true), "bind: {reply}");
+    reply["launch"]["cap"].as_str().expect("cap").to_string()
+}
+
+fn land(commit: &str, reviewed: &str) -> Value {
+    json!({"commit": commit, "previous": MAIN0, "reviewed": reviewed, "base": MAIN0,
+           "patch_id": PATCH})
+}
+
+fn pair(op: &str, code: &str) -> (String, String) {
+    (op.to_string(), code.to_string())
+}
+
+/// The whole path: push, review request, approving verdict, a cross-role
+/// raise the human resolves through the shim, `checkLand`, `recordLand`;
+/// then the spent decision opens nothing again, on any path, also after a
+/// restart.
+#[test]
+fn a_reviewed_task_lands_once_with_the_humans_approval() {
+    let mut e = env();
+    e.push("pm", TASK, C1);
+    let verdict = e.reviewed("pm", TASK, C1, "approve");
+    assert_eq!(e.held("pm", None), json!(false), "no decision yet");
+
+    // pm is the delivery arbiter: its cross-role raise is the human's to resolve.
+    let d = e.raise("pm", "git.merge.protected", TASK, json!({}));
+    let row = db(e.root.path())
+        .query_row(
+            "SELECT class, routed_to FROM decisions WHERE id = ?1",
+            [d.as_str().expect("id")],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )
+        .expect("decision row");
+    assert_eq!(row, ("cross-role".to_string(), "human".to_string()));
+    assert_eq!(e.held("pm", None), json!(false), "open");
+    let r = e.human(
+        "acme",
+        "decision.resolve",
+        json!({"id": d, "choice": "yes"}),
+    );
+    assert_eq!(r["ok"], json!(true), "human resolve: {r} {}", e.b.stderr());
+    assert_eq!(e.held("pm", None), json!(true));
+    assert_eq!(e.held("dev", None), json!(false), "another role's approval");
+    assert_eq!(
+        e.held("pm", Some("t-1")),
+        json!(false),
+        "raised in no thread"
+    );
+
+    // checkLand hands out a ticket and writes nothing.
+    let before = row_counts(e.root.path());
+    let ticket = e.ticket("pm", TASK, &d);
+    assert_eq!(row_counts(e.root.path()), before);
+    let id = ticket["id"].clone();
+    assert!(id.as_str().is_some_and(|s| s.len() == 36), "{ticket}");
+    assert_eq!(
+        ticket,
+        json!({"id": id, "project": "site", "ref": "refs/heads/work/41", "commit": C1,
+               "verdict": verdict,
+               "resolution": {"decision": d, "option": "yes", "via": "cli"}})
+    );
+
+    // recordLand spends the decision and tells pm.
+    let r = e.record(&id, land(MAIN1, C1));
+    let out = res(&r).clone();
+    assert_eq!(e.consumed(&d), 1);
+    let trail = e.trail(TASK);
+    let rec = trail
+        .iter()
+        .find(|x| x["id"] == out["event"])
+        .expect("landing record on the task's trail");
+    assert_eq!(rec["kind"], json!("action.allowed"));
+    assert_eq!((&rec["role"], &rec["run"]), (&json!("pm"), &json!("pm-1")));
+    assert_eq!(
+        rec["body"],
+        json!({"action": "git.merge.protected", "class": "cross-role", "target": TASK,
+               "decision": d, "via": "cli", "project": "site", "ref": "refs/heads/work/41",
+               "verdict": verdict, "commit": MAIN1, "previous": MAIN0, "reviewed": C1,
+               "base": MAIN0, "patch_id": PATCH})
+    );
+    let got = e.receive("pm");
+    let result: Vec<&Value> = got
+        .iter()
+        .filter(|m| m["from_role"] == json!("_bus"))
+        .collect();
+    assert_eq!(result.len(), 1, "{got:?}");
+    assert_eq!(result[0]["id"], out["message"]);
+    assert_eq!(result[0]["class"], json!("RESULT"));
+    assert_eq!(result[0]["decision"], d);
+    let text = result[0]["body"].as_str().expect("body");
+    for part in [TASK, "site", MAIN1, MAIN0, d.as_str().expect("id")] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+    assert_eq!(e.held("pm", None), json!(false), "spent");
+    assert!(e.refusals(TASK).is_empty());
+
+    // Spent: every path refuses it now.
+    let spent = |e: &mut Env| {
+        assert_eq!(
+            err(&e.record(&id, land(MAIN1, C1))),
+            "land-unknown",
+            "the ticket ended"
+        );
+        assert_eq!(
+            err(&e.check("pm", json!({"task_ref": TASK, "decision": d}))),
+            "decision-consumed"
+        );
+        let r = e.op(
+            "pm",
+            json!({"op": "authorize", "action": "git.merge.protected", "target": TASK,
+                   "decision": d}),
+        );
+        assert_eq!(err(&r), "decision-consumed");
+        // message.send is cross-role for pm, and a merge approval is no
+        // message approval: the shared helper matches the action first.
+        assert_eq!(
+            err(&e.call(
+                "pm",
+                "message.send",
+                json!({"to": "cto", "body": "merged", "decision": d})
+            )),
+            "decision-mismatch"
+        );
+        assert_eq!(e.held("pm", None), json!(false));
+        assert_eq!(e.consumed(&d), 1);
+    };
+    spent(&mut e);
+    let mut e = e.restart(business());
+    spent(&mut e);
+    assert_eq!(
+        e.refusals(TASK),
+        vec![
+            pair("checkLand", "decision-consumed"),
+            pair("checkLand", "decision-consumed")
+        ]
+    );
+    e.b.close();
+}
+
+/// Every `checkLand` refusal has its code, writes nothing but its
+/// `action.refused` on the task's trail (none without a caller), and opens
+/// no ticket.
+#[test]
+fn check_land_refuses_with_the_specs_codes() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    // dev's cross-role raise goes to pm, the delivery arbiter.
+    let approve = |e: &Env, action: &str, target: &str| {
+        let d = e.raise("dev", action, target, json!({}));
+        e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+        d
+    };
+    let d = approve(&e, "git.merge.protected", TASK);
+
+    // No caller: nothing is written.
+    let before = row_counts(e.root.path());
+    let r = e
+        .b
+        .op(json!({"op": "checkLand", "cap": "nope", "args": {"task_ref": TASK, "decision": d}}));
+    assert_eq!(err(&r), "unknown-capability");
+    let reader = e.b.reader_cap();
+    let r = e
+        .b
+        .op(json!({"op": "checkLand", "cap": reader, "args": {"task_ref": TASK, "decision": d}}));
+    assert_eq!(err(&r), "read-only");
+    // Malformed ops never reach a caller either.
+    for op in [
+        json!({"op": "checkLand", "cap": e.caps["dev"]}),
+        json!({"op": "checkLand", "cap": e.caps["dev"], "args": [TASK]}),
+        json!({"op": "checkLand", "cap": e.caps["dev"], "args": {}, "task_ref": TASK}),
+    ] {
+        assert_eq!(err(&e.b.op(op.clone())), "invalid-request", "{op}");
+    }
+    assert_eq!(row_counts(e.root.path()), before);
+
+    // No subject: an agent's landing always names its task.
+    for args in [
+        json!({"decision": d}),
+        json!({"task_ref": null, "decision": d}),
+    ] {
+        assert_eq!(err(&e.check("dev", args)), "no-subject");
+    }
+    for args in [
+        json!({"task_ref": "site", "decision": d}),
+        json!({"task_ref": TASK}),
+        json!({"task_ref": TASK, "decision": 7}),
+        json!({"task_ref": TASK, "decision": d, "verdict": "v"}),
+    ] {
+        assert_eq!(
+            err(&e.check("dev", args.clone())),
+            "invalid-request",
+            "{args}"
+        );
+    }
+    let nothing = "01890000-0000-7000-8000-000000000000";
+    for id in [json!(nothing), json!("not-a-uuid")] {
+        assert_eq!(
+            err(&e.check("dev", json!({"task_ref": TASK, "decision": id}))),
+            "decision-not-found"
+        );
+    }
+
+    // not-authorized: another task, another role, another action, and a
+    // gated decision even though the human approved it.
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": OTHER, "decision": d}))),
+        "not-authorized",
+        "the decision targets another task"
+    );
+    assert_eq!(
+        err(&e.check("pm", json!({"task_ref": TASK, "decision": d}))),
+        "not-authorized",
+        "raised by dev"
+    );
+    let close = approve(&e, "task.close", TASK);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": TASK, "decision": close}))),
+        "not-authorized",
+        "a task.close approval"
+    );
+    let gated = e.raise("qa", "git.merge.protected", TASK, json!({}));
+    let r = e.human(
+        "acme",
+        "decision.resolve",
+        json!({"id": gated, "choice": "yes"}),
+    );
+    assert_eq!(r["ok"], json!(true), "human resolve: {r}");
+    assert_eq!(
+        err(&e.check("qa", json!({"task_ref": TASK, "decision": gated}))),
+        "not-authorized",
+        "gated"
+    );
+
+    // decision-consumed: open, another option, withdrawn.
+    let open = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    let no = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": no, "choice": "no"}));
+    let gone = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("dev", "decision.withdraw", json!({"id": gone}));
+    for (name, id) in [("open", &open), ("no", &no), ("withdrawn", &gone)] {
+        assert_eq!(
+            err(&e.check("dev", json!({"task_ref": TASK, "decision": id}))),
+            "decision-consumed",
+            "{name}"
+        );
+    }
+
+    // The commit rule: a verdict must approve the task's latest push.
+    e.push("dev", OTHER, C1);
+    let other = approve(&e, "git.merge.protected", OTHER);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": OTHER, "decision": other}))),
+        "verdict-not-found"
+    );
+    e.reviewed("dev", OTHER, C1, "changes");
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": OTHER, "decision": other}))),
+        "verdict-not-approve"
+    );
+    e.reviewed("dev", OTHER, C1, "approve");
+    e.ticket("dev", OTHER, &other);
+    e.push("dev", OTHER, C2);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": OTHER, "decision": other}))),
+        "ref-moved",
+        "pushed again after the approval"
+    );
+
+    // not-holder: the run released its role.
+    e.ok("dev", "role.release", Value::Null);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": TASK, "decision": d}))),
+        "not-holder"
+    );
+    e.ok("dev", "role.claim", Value::Null);
+    let ticket = e.ticket("dev", TASK, &d);
+    assert_eq!(
+        ticket["resolution"]["via"],
+        json!("broker"),
+        "pm resolved it"
+    );
+
+    // After a restart with dev's merge authority gone, its approval no
+    // longer matches current policy; and a push to a project the business
+    // no longer declares lands nowhere.
+    let mut changed = business();
+    changed["roles"]["dev"]["authority"]["crossRole"] = json!(["task.close"]);
+    changed["projects"] = json!({"docs": {"repo": "/srv/records/docs"}});
+    let mut e = e.restart(changed);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": TASK, "decision": d}))),
+        "decision-mismatch"
+    );
+    let pm = e.raise(
+        "pm",
+        "git.merge.protected",
+        OTHER,
+        json!({"domain": "technical"}),
+    );
+    e.ok(
+        "cto",
+        "decision.resolve",
+        json!({"id": pm, "choice": "yes"}),
+    );
+    e.reviewed("dev", OTHER, C2, "approve");
+    assert_eq!(
+        err(&e.check("pm", json!({"task_ref": OTHER, "decision": pm}))),
+        "unknown-project"
+    );
+
+    let want: Vec<(String, String)> = [
+        "invalid-request",
+        "invalid-request",
+        "invalid-request",
+        "decision-not-found",
+        "decision-not-found",
+        "not-authorized",
+        "not-authorized",
+        "not-authorized",
+        "decision-consumed",
+        "decision-consumed",
+        "decision-consumed",
+        "not-holder",
+        "decision-mismatch",
+    ]
+    .iter()
+    .map(|c| pair("checkLand", c))
+    .collect();
+    assert_eq!(e.refusals(TASK), want);
+    // A refusal without a task ref lands on no trail.
+    let unfiled = e.count(
+        "SELECT count(*) FROM events WHERE kind = 'action.refused' AND subject IS NULL
+           AND json_extract(body, '$.op') = ?1",
+        "checkLand",
+    );
+    assert_eq!(unfiled, 3, "no-subject twice, and a task ref that is none");
+    assert_eq!(
+        e.refusals(OTHER),
+        [
+            "not-authorized",
+            "verdict-not-found",
+            "verdict-not-approve",
+            "ref-moved",
+            "unknown-project"
+        ]
+        .iter()
+        .map(|c| pair("checkLand", c))
+        .collect::<Vec<_>>()
+    );
+    e.b.close();
+}
+
+/// `recordLand` checks again inside its transaction and keeps the ticket
+/// when it refuses; `landRefused` ends a landing without spending the
+/// decision; an unknown ticket is `land-unknown`, a ticket from before a
+/// restart included; a ticket outlives its run.
+#[test]
+fn record_land_and_land_refused_end_a_landing_once() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+
+    // Unknown tickets: no caller, nothing written.
+    let before = row_counts(e.root.path());
+    for t in ["01890000-0000-7000-8000-000000000000", "x"] {
+        assert_eq!(err(&e.record(&json!(t), land(MAIN1, C1))), "land-unknown");
+        let r = e.b.op(json!({"op": "landRefused", "ticket": t,
+                              "args": {"code": "merge-conflict", "notify": true}}));
+        assert_eq!(err(&r), "land-unknown");
+    }
+    for op in [
+        json!({"op": "recordLand", "ticket": 7, "land": land(MAIN1, C1)}),
+        json!({"op": "recordLand", "ticket": "x"}),
+        json!({"op": "landRefused", "ticket": "x", "args": "merge-conflict"}),
+        json!({"op": "landRefused", "ticket": "x", "args": {}, "notify": true}),
+    ] {
+        assert_eq!(err(&e.b.op(op.clone())), "invalid-request", "{op}");
+    }
+    assert_eq!(row_counts(e.root.path()), before);
+
+    // A malformed land is refused on the trail; the ticket stays open.
+    let t1 = e.ticket("dev", TASK, &d)["id"].clone();
+    let mut missing = land(MAIN1, C1);
+    missing.as_object_mut().expect("object").remove("patch_id");
+    let mut extra = land(MAIN1, C1);
+    extra["branch"] = json!("main");
+    for bad in [
+        land("HEAD", C1),
+        land(&MAIN1.to_uppercase(), C1),
+        land(MAIN1, &C1[..39]),
+        missing,
+        extra,
+    ] {
+        assert_eq!(err(&e.record(&t1, bad.clone())), "invalid-request", "{bad}");
+    }
+    // reviewed must be the ticket's commit.
+    assert_eq!(err(&e.record(&t1, land(MAIN1, C2))), "ref-moved");
+    // The host ends it with its own code and detail, and tells dev.
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t1, "args": {
+        "code": "merge-conflict", "detail": "src/main.rs", "notify": true}}));
+    let out = res(&r).clone();
+    assert!(out["message"].is_string(), "{out}");
+    let ev = e
+        .trail(TASK)
+        .into_iter()
+        .find(|x| x["id"] == out["event"])
+        .expect("the refusal on the task's trail");
+    assert_eq!(ev["kind"], json!("action.refused"));
+    assert_eq!(
+        ev["body"],
+        json!({"action": "git.merge.protected", "op": "landRefused", "code": "merge-conflict",
+               "detail": "src/main.rs"})
+    );
+    let got = e.receive("dev");
+    let m = got
+        .iter()
+        .find(|m| m["id"] == out["message"])
+        .expect("RESULT to dev");
+    assert_eq!(
+        (&m["class"], &m["from_role"], &m["decision"]),
+        (&json!("RESULT"), &json!("_bus"), &d)
+    );
+    let text = m["body"].as_str().expect("body");
+    assert!(
+        text.contains("merge-conflict") && text.contains("src/main.rs"),
+        "{text}"
+    );
+    // Ended: the ticket is gone, the decision unspent.
+    assert_eq!(err(&e.record(&t1, land(MAIN1, C1))), "land-unknown");
+    assert_eq!(e.consumed(&d), 0);
+    assert_eq!(e.held("dev", None), json!(true));
+
+    // landRefused's own arguments.
+    let t2 = e.ticket("dev", TASK, &d)["id"].clone();
+    for args in [
+        json!({"code": "Merge Conflict", "notify": true}),
+        json!({"code": "merge-conflict"}),
+        json!({"code": "merge-conflict", "notify": "yes"}),
+        json!({"code": "merge-conflict", "notify": true, "detail": ""}),
+        json!({"code": "merge-conflict", "notify": true, "detail": "x".repeat(2001)}),
+        json!({"code": "merge-conflict", "notify": true, "extra": 1}),
+    ] {
+        let r =
+            e.b.op(json!({"op": "landRefused", "ticket": t2, "args": args}));
+        assert_eq!(err(&r), "invalid-request", "{args}");
+    }
+    // Without notify, no message.
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t2,
+                          "args": {"code": "hook-failed", "notify": false}}));
+    assert_eq!(res(&r)["message"], Value::Null);
+    assert!(e.receive("dev").is_empty());
+
+    // The push moved between checkLand and recordLand: refused inside the
+    // transaction, the decision unspent, the ticket still open.
+    let t3 = e.ticket("dev", TASK, &d)["id"].clone();
+    e.push("dev", TASK, C2);
+    assert_eq!(err(&e.record(&t3, land(MAIN1, C1))), "ref-moved");
+    assert_eq!(e.consumed(&d), 0);
+    e.reviewed("dev", TASK, C2, "approve");
+    assert_eq!(
+        err(&e.record(&t3, land(MAIN1, C1))),
+        "ref-moved",
+        "the ticket's commit"
+    );
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t3,
+                          "args": {"code": "ref-moved", "notify": false}}));
+    res(&r);
+
+    // Two tickets for one decision: the first recorded spends it, the
+    // second's recordLand is then decision-consumed.
+    let t4 = e.ticket("dev", TASK, &d)["id"].clone();
+    let t5 = e.ticket("dev", TASK, &d)["id"].clone();
+    assert_ne!(t4, t5);
+    // A ticket outlives its run: the host may record after the run ended.
+    let r = e.b.op(json!({"op": "endLaunch",
+                          "record": {"business": "acme", "run": "dev-1", "reason": "done"}}));
+    res(&r);
+    res(&e.record(&t4, land(MAIN1, C2)));
+    assert_eq!(e.consumed(&d), 1);
+    assert_eq!(err(&e.record(&t5, land(MAIN1, C2))), "decision-consumed");
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t5,
+                          "args": {"code": "decision-consumed", "notify": false}}));
+    res(&r);
+
+    // A ticket open at a restart is gone after it.
+    e.push("pm", OTHER, C1);
+    e.reviewed("pm", OTHER, C1, "approve");
+    let pd = e.raise(
+        "pm",
+        "git.merge.protected",
+        OTHER,
+        json!({"domain": "technical"}),
+    );
+    e.ok(
+        "cto",
+        "decision.resolve",
+        json!({"id": pd, "choice": "yes"}),
+    );
+    let t6 = e.ticket("pm", OTHER, &pd)["id"].clone();
+    let mut e = e.restart(business());
+    let before = row_counts(e.root.path());
+    assert_eq!(err(&e.record(&t6, land(MAIN1, C1))), "land-unknown");
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t6,
+                          "args": {"code": "x", "notify": true}}));
+    assert_eq!(err(&r), "land-unknown");
+    assert_eq!(row_counts(e.root.path()), before);
+    assert_eq!(e.held("pm", None), json!(true), "still unspent");
+    let t7 = e.ticket("pm", OTHER, &pd);
+    assert_eq!(t7["resolution"]["via"], json!("broker"));
+    res(&e.record(&t7["id"], land(MAIN1, C1)));
+    assert_eq!(e.held("pm", None), json!(false));
+
+    let mut want: Vec<(String, String)> = [
+        "invalid-request",
+        "invalid-request",
+        "invalid-request",
+        "invalid-request",
+        "invalid-request",
+        "ref-moved",
+    ]
+    .iter()
+    .map(|c| pair("recordLand", c))
+    .collect();
+    want.push(pair("landRefused", "merge-conflict"));
+    want.extend(std::iter::repeat_n(
+        pair("landRefused", "invalid-request"),
+        6,
+    ));
+    want.push(pair("landRefused", "hook-failed"));
+    want.push(pair("recordLand", "ref-moved"));
+    want.push(pair("recordLand", "ref-moved"));
+    want.push(pair("landRefused", "ref-moved"));
+    want.push(pair("recordLand", "decision-consumed"));
+    want.push(pair("landRefused", "decision-consumed"));
+    assert_eq!(e.refusals(TASK), want);
+    // Refusals after the run ended are still the run's.
+    let runs = e.count(
+        "SELECT count(DISTINCT run) FROM events WHERE kind = 'action.refused' AND subject = ?1",
+        TASK,
+    );
+    assert_eq!(runs, 1);
+    e.b.close();
+}
+
+/// `landHeld`'s own arguments.
+#[test]
+fn land_held_refuses_unknown_businesses_roles_and_bad_shapes() {
+    let mut e = env();
+    let cases = [
+        (
+            json!({"op": "landHeld", "business": "globex", "role": "pm"}),
+            "unknown-business",
+        ),
+        (
+            json!({"op": "landHeld", "business": "acme", "role": "nobody"}),
+            "unknown-role",
+        ),
+        (
+            json!({"op": "landHeld", "business": "acme"}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "landHeld", "business": "acme", "role": "pm", "thread": 3}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "landHeld", "business": "acme", "role": "pm", "run": "pm-1"}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "landHeld", "record": {"business": "acme", "role": "pm"}}),
+            "invalid-request",
+        ),
+    ];
+    for (op, code) in cases {
+        assert_eq!(err(&e.b.op(op.clone())), code, "{op}");
+    }
+    let r =
+        e.b.op(json!({"op": "landHeld", "business": "acme", "role": "pm", "thread": null}));
+    assert_eq!(res(&r), &json!({"held": false}));
+    // A role whose policy doesn't grant the merge cross-role never holds one.
+    assert_eq!(e.held("qa", None), json!(false));
+    e.b.close();
+}
+
+/// Only the landing ops (and `authorize` with the decision) write the
+/// landing record: `recordEvent` can't forge one.
+#[test]
+fn record_event_cannot_forge_a_landing_record() {
+    let mut e = env();
+    let r = e.op(
+        "pm",
+        json!({"op": "recordEvent", "kind": "action.allowed", "subject": TASK,
+               "body": {"action": "git.merge.protected", "target": TASK, "commit": MAIN1}}),
+    );
+    assert_eq!(err(&r), "reserved-event");
+    e.b.close();
+}
