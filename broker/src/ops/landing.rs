@@ -23,6 +23,7 @@ use crate::store::evidence::{self, Actor};
 use crate::store::landings;
 use crate::store::messages::{self as msgs, NewMessage};
 use crate::store::reviews;
+use crate::store::threads;
 use crate::store::Tx;
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
@@ -94,7 +95,7 @@ fn check(
         return Err(Code::DecisionNotFound);
     }
     let d = decisions::load(conn, &biz.id, decision)?.ok_or(Code::DecisionNotFound)?;
-    let raised_in = landings::run_thread(conn, &biz.id, &d.raised_by_run)?;
+    let raised_in = threads::of_run(conn, &biz.id, &d.raised_by_run)?;
     let ask = LandAsk {
         role,
         task_ref,
@@ -128,20 +129,25 @@ fn check(
     })
 }
 
-/// The thread `run` serves and whether it holds its claim (its thread's for
-/// a thread run, its role's for any other).
+/// The thread `run` serves (its launch record's, for a thread instance's
+/// run) and whether it holds its claim (that thread's, or its role's).
 fn holds(
-    conn: &Connection,
+    core: &Core,
     business: &str,
     role: &str,
     run: &str,
 ) -> Result<(Option<String>, bool), Code> {
-    let thread = landings::run_thread(conn, business, run)?;
-    let held = match &thread {
-        Some(th) => landings::thread_holder(conn, th)?.as_deref() == Some(run),
-        None => evidence::holder(conn, business, role)?.as_deref() == Some(run),
-    };
-    Ok((thread, held))
+    let conn = core.store.conn();
+    match core.run_thread(business, run) {
+        Some(th) => {
+            let held = threads::holder(conn, &th)?.as_deref() == Some(run);
+            Ok((Some(th), held))
+        }
+        None => Ok((
+            None,
+            evidence::holder(conn, business, role)?.as_deref() == Some(run),
+        )),
+    }
 }
 
 fn refused_body(op: &str, code: Code) -> Value {
@@ -174,8 +180,8 @@ fn check_land(core: &mut Core, cap: &str, mut args: Map<String, Value>) -> Resul
             .businesses
             .get(&business_id)
             .ok_or(Code::UnknownBusiness)?;
+        let (thread, held) = holds(core, &business_id, &role, &run)?;
         let conn = core.store.conn();
-        let (thread, held) = holds(conn, &business_id, &role, &run)?;
         if !held {
             return Err(Code::NotHolder);
         }
@@ -253,7 +259,7 @@ fn result_message(t: &mut Tx<'_>, ticket: &Ticket, body: &str) -> Result<String,
         },
     )?;
     if let Some(th) = &ticket.thread {
-        landings::insert_message_thread(t, &id, th)?;
+        threads::file_message(t, &id, th)?;
     }
     Ok(id)
 }
@@ -433,7 +439,7 @@ fn land_held(
     let mut held = false;
     if class == Class::CrossRole {
         for d in landings::resolved_unused(conn, business_id, role, ACTION)? {
-            let raised_in = landings::run_thread(conn, business_id, &d.raised_by_run)?;
+            let raised_in = threads::of_run(conn, business_id, &d.raised_by_run)?;
             if rules::could_land(&facts(&d)?, raised_in.as_deref(), role, thread, class) {
                 held = true;
                 break;

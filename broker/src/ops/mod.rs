@@ -134,7 +134,6 @@ impl HostOp {
             "reviewFetch" => HostOp::ReviewFetch(pushes::ReviewFetch::parse(f)?),
             "threadsState" => HostOp::ThreadsState(threads::ThreadsState::parse(f)?),
             "threadIdle" => HostOp::ThreadIdle(threads::ThreadIdle::parse(f)?),
-            other if PLANNED.contains(&other) => return Err(Code::NotImplemented),
             "checkLand" => HostOp::CheckLand(landing::CheckLand::parse(f)?),
             "recordLand" => HostOp::RecordLand(landing::RecordLand::parse(f)?),
             "landRefused" => HostOp::LandRefused(landing::LandRefused::parse(f)?),
