@@ -891,3 +891,118 @@ fn record_event_cannot_forge_a_landing_record() {
     assert_eq!(err(&r), "reserved-event");
     e.b.close();
 }
+
+/// A thread run lands with a decision raised in its own thread only: the
+/// same instance in another thread gets `decision-mismatch`, `landHeld`
+/// answers per thread, and the RESULT is filed in the decision's thread.
+#[test]
+fn a_thread_run_lands_only_with_its_own_threads_decision() {
+    let root = data_root();
+    let business = json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "pm", "delivery": "pm"},
+        "roles": {
+            "pm": {"definition": "pm",
+                   "authority": {"withinRole": ["review.verdict", "message.send"],
+                                 "crossRole": []}},
+            "helper": {"definition": "assistant",
+                       "authority": {"withinRole": ["git.push.working", "review.request",
+                                                    "message.send"],
+                                     "crossRole": ["git.merge.protected"]}}
+        },
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    });
+    let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business));
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    let project =
+        res(&human.call("project.create", json!({"name": "Site", "repo": "site"})))["id"].clone();
+    let thread = |name: &str| {
+        res(&human.call("thread.create", json!({"project": project, "name": name})))["id"]
+            .as_str()
+            .expect("thread id")
+            .to_string()
+    };
+    let (t1, t2) = (thread("One"), thread("Two"));
+    let procs = [sleeper(), sleeper(), sleeper()];
+    let pm = b.bind("pm", "pm-1", procs[0].id());
+    let mut bind_thread = |run: &str, pid: u32, th: &str| {
+        let mut rec = launch("helper", run, pid);
+        rec["thread"] = json!(th);
+        let r = b.op(json!({"op": "bindLaunch", "record": rec}));
+        res_launch(&r)
+    };
+    let h1 = bind_thread("h-1", procs[1].id(), &t1);
+    let h2 = bind_thread("h-2", procs[2].id(), &t2);
+    for cap in [&pm, &h1, &h2] {
+        res(&b.call(cap, "role.claim", Value::Null));
+    }
+
+    let r = b.op(json!({"op": "recordPush", "cap": h1, "push": {
+        "task_ref": TASK, "project": "site", "branch": "work/41",
+        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
+    res(&r);
+    let req = res(&b.call(
+        &h1,
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
+    ))
+    .clone();
+    res(&b.call(
+        &pm,
+        "review.verdict",
+        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+               "body": "fine"}),
+    ));
+    let d = res(&b.call(
+        &h1,
+        "decision.raise",
+        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
+               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false}),
+    ))["id"]
+        .clone();
+    res(&b.call(&pm, "decision.resolve", json!({"id": d, "choice": "yes"})));
+
+    let mut held = |th: Option<&str>| {
+        let mut op = json!({"op": "landHeld", "business": "acme", "role": "helper"});
+        if let Some(t) = th {
+            op["thread"] = json!(t);
+        }
+        res(&b.op(op))["held"].clone()
+    };
+    assert_eq!(held(Some(&t1)), json!(true));
+    assert_eq!(held(Some(&t2)), json!(false), "another thread");
+    assert_eq!(held(None), json!(false), "no thread");
+
+    let args = json!({"task_ref": TASK, "decision": d});
+    let r = b.op(json!({"op": "checkLand", "cap": h2, "args": args}));
+    assert_eq!(
+        err(&r),
+        "decision-mismatch",
+        "the same instance in another thread"
+    );
+    let r = b.op(json!({"op": "checkLand", "cap": h1, "args": args}));
+    let ticket = res(&r)["ticket"].clone();
+    let r = b.op(json!({"op": "recordLand", "ticket": ticket["id"], "land": land(MAIN1, C1)}));
+    let out = res(&r).clone();
+    let filed: String = db(root.path())
+        .query_row(
+            "SELECT thread FROM message_threads WHERE message = ?1",
+            [out["message"].as_str().expect("message id")],
+            |r| r.get(0),
+        )
+        .expect("the RESULT is filed in a thread");
+    assert_eq!(filed, t1);
+    let got = res(&b.call(&h1, "message.receive", Value::Null))["messages"].clone();
+    assert!(
+        got.as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["id"] == out["message"]),
+        "{got}"
+    );
+    let r = b.op(json!({"op": "checkLand", "cap": h1, "args": args}));
+    assert_eq!(err(&r), "decision-consumed");
+    b.close();
+}
