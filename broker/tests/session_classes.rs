@@ -164,6 +164,7 @@ const VERBS: &[&str] = &[
     "instances.set",
     "routes",
     "routes.set",
+    "staff.request",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);

@@ -87,7 +87,7 @@ fn sql_update_delete_and_replace_are_refused_by_the_database() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3f");
+    assert_eq!(v, "3g");
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }
@@ -518,7 +518,9 @@ fn populate_every_table(c: &Connection) {
          INSERT INTO message_threads(message, thread, at)
          VALUES ('m1', 't1', '2099-01-01T00:00:11.000Z');
          INSERT INTO thread_opens(thread, by, at)
-         VALUES ('t1', 'Ada', '2099-01-01T00:00:12.000Z');",
+         VALUES ('t1', 'Ada', '2099-01-01T00:00:12.000Z');
+         INSERT INTO instance_names(business, instance, name, by_role, by_run, at)
+         VALUES ('acme', 'pm', 'lead', 'human', 'human-cli', '2099-01-01T00:00:13.000Z');",
     )
     .unwrap();
 }

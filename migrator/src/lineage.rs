@@ -34,5 +34,11 @@ pub const VERSIONS: &[Pin<'static>] = &[
         sha256: "37e1f771d9ce18f163c900153cda224baa252160fff33d0ca31b64e6a3c494f8",
         master: "b2e15544f2b3a7bc9188173edf8620b73dd59e81a5d917032bee59a997dfddb6",
     },
+    Pin {
+        version: "3f",
+        sql: include_str!("../fixtures/schema-3f.sql"),
+        sha256: "c394e96a8fdeb12aebf05f07833f181b2da8b4ca38a1d16d0f87789fda3b2688",
+        master: "5e45b29945d2435dae7f57afdc70f17fe9976da5735034f99a00223994ea3987",
+    },
     CURRENT,
 ];

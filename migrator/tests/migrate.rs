@@ -136,7 +136,7 @@ fn a_current_store_is_checked_and_left_as_it_was() {
         r.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3f", "to": "3f", "steps": []})
+            json!({"ok": true, "from": "3g", "to": "3g", "steps": []})
         )
     );
     assert_eq!(contents(root.path()), before);
@@ -285,7 +285,7 @@ fn rows_3b(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for (t, cols) in [
         ("events", "*"),
-        ("messages", "*"),
+        ("messages", MESSAGE_COLUMNS_3F),
         (
             "role_claims",
             "seq, business, role, run, op, decision, by, at",
@@ -334,8 +334,9 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
             json!({"business": "acme", "role": "r0", "undelivered": 1}),
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
-            json!({"ok": true, "from": "3b", "to": "3f",
-                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e", "3e-to-3f"]}),
+            json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
+            json!({"ok": true, "from": "3b", "to": "3g",
+                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e", "3e-to-3f", "3f-to-3g"]}),
         ]
     );
     // Same schema as a new store, every old row kept, the epoch recorded once.
@@ -380,7 +381,7 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
         again.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3f", "to": "3f", "steps": []})
+            json!({"ok": true, "from": "3g", "to": "3g", "steps": []})
         )
     );
 
@@ -465,6 +466,10 @@ fn store_3d(root: &Path) {
     bus.release_lock();
 }
 
+/// The columns `messages` had before 3g added `to_name`.
+const MESSAGE_COLUMNS_3F: &str = "seq, id, business, from_role, from_run, to_role, class, body, \
+     in_reply_to, corrects, decision, request, at";
+
 /// The columns `decisions` had before 3f added the spec citation.
 const DECISION_COLUMNS_3D: &str = "seq, id, business, raised_by_role, raised_by_run, action, \
      target, class, routed_to, domain, question, options, recommendation, approval_choice, \
@@ -493,10 +498,10 @@ fn rows_3d(root: &Path) -> Vec<String> {
         } else {
             ""
         };
-        let cols = if t == "decisions" {
-            DECISION_COLUMNS_3D
-        } else {
-            "*"
+        let cols = match t {
+            "decisions" => DECISION_COLUMNS_3D,
+            "messages" => MESSAGE_COLUMNS_3F,
+            _ => "*",
         };
         let mut s = c
             .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
@@ -552,7 +557,9 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
             json!({"business": "beta", "role": "helper", "undelivered": 1}),
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
-            json!({"ok": true, "from": "3d", "to": "3f", "steps": ["3d-to-3e", "3e-to-3f"]}),
+            json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
+            json!({"ok": true, "from": "3d", "to": "3g",
+                   "steps": ["3d-to-3e", "3e-to-3f", "3f-to-3g"]}),
         ]
     );
     // The same schema, entry by entry, as a store the broker makes new.
@@ -608,16 +615,24 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
 /// store's evidence plus a project, a thread, its claim, an opened thread,
 /// a threaded message and a decision naming the project.
 fn store_3e(root: &Path) {
+    store_populated(root, "3e");
+}
+
+/// A store at `version` (3e or later) made from its pinned fixture, with
+/// the 3e era's evidence in it.
+fn store_populated(root: &Path, version: &str) {
     let bus = BusDir::acquire(root).expect("lock");
     let c = Connection::open(bus.db_path()).expect("open");
-    let pin = &lineage::VERSIONS[3];
-    assert_eq!(pin.version, "3e");
+    let pin = lineage::VERSIONS
+        .iter()
+        .find(|p| p.version == version)
+        .expect("a pinned version");
     c.execute_batch("PRAGMA journal_mode = WAL;").expect("wal");
-    c.execute_batch(pin.sql).expect("3e schema");
+    c.execute_batch(pin.sql).expect("schema");
     c.execute(
-        "INSERT INTO meta(key, value) VALUES ('schema_version', '3e'), ('schema_sha256', ?1),
+        "INSERT INTO meta(key, value) VALUES ('schema_version', ?2), ('schema_sha256', ?1),
            ('comment_cursor_epoch', '2026-11-01T09:00:00.000Z')",
-        [pin.sha256],
+        [pin.sha256, version],
     )
     .expect("meta");
     c.execute_batch(
@@ -683,10 +698,10 @@ fn rows_3e(root: &Path) -> Vec<String> {
         } else {
             ""
         };
-        let cols = if t == "decisions" {
-            DECISION_COLUMNS_3D
-        } else {
-            "*"
+        let cols = match t.as_str() {
+            "decisions" => DECISION_COLUMNS_3D,
+            "messages" => MESSAGE_COLUMNS_3F,
+            _ => "*",
         };
         let mut s = c
             .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
@@ -725,7 +740,8 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
         lines,
         [
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
-            json!({"ok": true, "from": "3e", "to": "3f", "steps": ["3e-to-3f"]}),
+            json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
+            json!({"ok": true, "from": "3e", "to": "3g", "steps": ["3e-to-3f", "3f-to-3g"]}),
         ]
     );
     // The same schema, entry by entry, as a store the broker makes new.
@@ -831,6 +847,93 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
     bus.release_lock();
 }
 
+/// 3f → 3g (3i rows 140, 141): a populated 3f store gains `instance_names`
+/// (empty, append-only, one holder per name) and `messages.to_name` (null
+/// on every message), and its class guard admits STAFF-REQUEST; every row
+/// is kept and the schema matches a new store's.
+#[test]
+fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
+    let root = data_root();
+    store_populated(root.path(), "3f");
+    let before = rows_3e(root.path());
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+    assert_eq!(rows_3e(root.path()), before);
+    // The 3f store refuses a staff request's class.
+    let staff = "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+                 VALUES ('m-s', 'acme', 'r1', 'run-1', 'r0', 'STAFF-REQUEST', 'staff', ?1)";
+    let err = db(root.path())
+        .execute(staff, ["2026-11-03T10:00:00.000Z"])
+        .expect_err("3f has no STAFF-REQUEST");
+    assert!(err.to_string().contains("invalid-class"), "{err}");
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
+            json!({"ok": true, "from": "3f", "to": "3g", "steps": ["3f-to-3g"]}),
+        ]
+    );
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root.path());
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    assert_eq!(
+        master_digest(&migrated).expect("digest"),
+        schema::CURRENT.master
+    );
+    assert_eq!(rows_3e(root.path()), before);
+    let names: Vec<(String, Option<String>)> = migrated
+        .prepare("SELECT id, to_name FROM messages ORDER BY seq")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(names, [("m-1".into(), None), ("m-2".into(), None)]);
+    let held: i64 = migrated
+        .query_row("SELECT count(*) FROM instance_names", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(held, 0);
+    // The new class, and the names' guards.
+    migrated
+        .execute(staff, ["2026-11-03T10:00:00.000Z"])
+        .expect("STAFF-REQUEST is a class now");
+    let name = |instance: &str, name: &str, at: &str| {
+        migrated.execute(
+            "INSERT INTO instance_names(business, instance, name, by_role, by_run, at)
+             VALUES ('acme', ?1, ?2, 'human', 'human-cli', ?3)",
+            [instance, name, at],
+        )
+    };
+    name("r1", "lead", "2026-11-03T10:00:01.000Z").expect("a name");
+    let err = name("r0", "lead", "2026-11-03T10:00:02.000Z").expect_err("held");
+    assert!(err.to_string().contains("name-taken"), "{err}");
+    name("r1", "chief", "2026-11-03T10:00:03.000Z").expect("renamed");
+    name("r0", "lead", "2026-11-03T10:00:04.000Z").expect("free again");
+    for sql in [
+        "UPDATE instance_names SET name = 'x'",
+        "DELETE FROM instance_names",
+    ] {
+        let err = migrated.execute(sql, []).expect_err("append-only");
+        assert!(err.to_string().contains("append-only"), "{sql}: {err}");
+    }
+    drop(migrated);
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    Store::open(&bus.db_path()).expect("the broker opens the migrated store");
+    bus.release_lock();
+}
+
 #[test]
 fn the_shipped_lineage_is_pinned_and_ends_where_the_broker_runs() {
     for pin in lineage::VERSIONS {
@@ -917,7 +1020,7 @@ impl Synthetic {
     }
 
     fn pins(&self) -> Vec<Pin<'_>> {
-        ["3f", "3f-t1", "3f-t2"]
+        ["3g", "3g-t1", "3g-t2"]
             .iter()
             .enumerate()
             .map(|(i, v)| Pin {
@@ -933,14 +1036,14 @@ impl Synthetic {
 fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
     [
         Step {
-            from: "3f",
-            to: "3f-t1",
-            name: "3f-to-t1",
+            from: "3g",
+            to: "3g-t1",
+            name: "3g-to-t1",
             apply: add_one,
         },
         Step {
-            from: "3f-t1",
-            to: "3f-t2",
+            from: "3g-t1",
+            to: "3g-t2",
             name: "t1-to-t2",
             apply: second,
         },
@@ -989,20 +1092,20 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let syn = Synthetic::new();
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("migrates");
-    assert_eq!(report.from, "3f");
-    assert_eq!(report.to, "3f-t2");
-    assert_eq!(report.steps, ["3f-to-t1", "t1-to-t2"]);
+    assert_eq!(report.from, "3g");
+    assert_eq!(report.to, "3g-t2");
+    assert_eq!(report.steps, ["3g-to-t1", "t1-to-t2"]);
     assert_eq!(
         lines,
         [
             "one line from the first step".to_string(),
-            json!({"step": "3f-to-t1", "from": "3f", "to": "3f-t1"}).to_string(),
-            json!({"step": "t1-to-t2", "from": "3f-t1", "to": "3f-t2"}).to_string(),
+            json!({"step": "3g-to-t1", "from": "3g", "to": "3g-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3g-t1", "to": "3g-t2"}).to_string(),
         ]
     );
     let (digest, rows) = contents(root.path());
     assert_eq!(digest, syn.master[2]);
-    assert_eq!(version_of(root.path()), "3f-t2");
+    assert_eq!(version_of(root.path()), "3g-t2");
     // Every evidence row is still there; meta changed only its version and digest.
     let evidence = |rs: &[String]| -> Vec<String> {
         rs.iter()
@@ -1034,7 +1137,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
     assert!(again.steps.is_empty());
-    assert_eq!(again.from, "3f-t2");
+    assert_eq!(again.from, "3g-t2");
 }
 
 #[test]
@@ -1046,7 +1149,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
-        assert_eq!(version_of(root.path()), "3f-t1");
+        assert_eq!(version_of(root.path()), "3g-t1");
         assert!(has_table(root.path(), "extra_one"));
         assert!(!has_table(root.path(), "extra_two"));
         assert_eq!(contents(root.path()).0, syn.master[1]);
@@ -1054,10 +1157,10 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     }
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("resumes");
-    assert_eq!(report.from, "3f-t1");
+    assert_eq!(report.from, "3g-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
-    assert_eq!(version_of(root.path()), "3f-t2");
+    assert_eq!(version_of(root.path()), "3g-t2");
 }
 
 #[test]
@@ -1069,7 +1172,7 @@ fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
     // The first step runs; the missing second refuses; the first stays.
     let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
     assert_eq!(r, Err(Code::MigrationStep));
-    assert_eq!(version_of(root.path()), "3f-t1");
+    assert_eq!(version_of(root.path()), "3g-t1");
     // With no steps at all nothing changes.
     let root = data_root();
     broker_store(root.path());

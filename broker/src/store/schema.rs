@@ -5,11 +5,11 @@ use sha2::{Digest, Sha256};
 /// The schema this broker runs.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
-pub const SCHEMA_VERSION: &str = "3f";
+pub const SCHEMA_VERSION: &str = "3g";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "c394e96a8fdeb12aebf05f07833f181b2da8b4ca38a1d16d0f87789fda3b2688";
+pub const SCHEMA_SHA256: &str = "efde78c8ee7500739ade19b02d2805c28f17137d20d2b1eb5dff923bcf779150";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "5e45b29945d2435dae7f57afdc70f17fe9976da5735034f99a00223994ea3987";
+pub const MASTER_SHA256: &str = "5c70ac86d755dd5ec2c9048e19d74c6c604842d73c68ab7427342053b07f8e62";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also
@@ -45,6 +45,7 @@ pub const EVIDENCE_TABLES: &[&str] = &[
     "thread_claims",
     "message_threads",
     "thread_opens",
+    "instance_names",
 ];
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -17,7 +17,9 @@ use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
-/// The spec's message classes (3b core; 3i's BLOCK and STAFF-REQUEST are later work).
+/// The classes `message.send` and `thread.send` take (3b core; 3i's BLOCK is
+/// later work). [`STAFF_REQUEST`] is not one of them: only `staff.request`
+/// writes it.
 pub const CLASSES: &[&str] = &[
     "REQUEST",
     "ASSIGNMENT",
@@ -28,6 +30,9 @@ pub const CLASSES: &[&str] = &[
     "DECISION",
     "REACTION",
 ];
+
+/// The class only `staff.request` writes (3i row 140).
+pub const STAFF_REQUEST: &str = "STAFF-REQUEST";
 
 /// The class a send without `class` gets.
 pub const DEFAULT_CLASS: &str = "INFO";
@@ -81,6 +86,8 @@ pub struct Send {
     in_reply_to: Option<String>,
     corrects: Option<String>,
     decision: Option<String>,
+    /// `staff.request`'s fields for its `action.allowed` (none for a send).
+    staff: Option<serde_json::Map<String, Value>>,
 }
 
 impl Verb for Send {
@@ -103,10 +110,17 @@ impl Verb for Send {
             in_reply_to,
             corrects,
             decision,
+            staff: None,
         })
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        self.send(core, caller)
+    }
+}
+
+impl Send {
+    fn send(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config
             .businesses
@@ -357,6 +371,9 @@ impl Send {
                 allowed["decision"] = json!(d);
             }
         }
+        if let (Some(extra), Some(body)) = (&self.staff, allowed.as_object_mut()) {
+            body.extend(extra.clone());
+        }
         Ok(allowed)
     }
 }
@@ -519,3 +536,126 @@ fn read(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> {
         Ok(json!({"id": id, "read_at": at, "already": false}))
     })
 }
+
+/// `staff.request {task_ref, roles, note?, decision?}` → `{message, to}`
+/// (3i row 140): the pm asks the chief of staff for staff. A message of
+/// class STAFF-REQUEST to the business's launcher, under `message.send`'s
+/// authority and messaging lists, and an `action.allowed` with
+/// `operation: staff.request`, `staff_for` and `roles`. It grants nothing.
+pub struct StaffRequest {
+    task_ref: String,
+    roles: Vec<(String, u64)>,
+    note: Option<String>,
+    decision: Option<String>,
+}
+
+/// Most entries in `roles`, and most of one role asked for.
+const STAFF_ROLES: usize = 10;
+const STAFF_COUNT: u64 = 20;
+/// Longest note.
+const STAFF_NOTE: usize = 2000;
+
+impl Verb for StaffRequest {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let task_ref = args.str("task_ref", 256)?;
+        let roles = args.take("roles").ok_or(Code::InvalidRequest)?;
+        let note = args.opt_str("note", STAFF_NOTE)?;
+        let decision = args.opt_str("decision", 64)?;
+        args.finish()?;
+        if !ids::is_task_ref(&task_ref) {
+            return Err(Code::InvalidRequest);
+        }
+        let list = roles.as_array().ok_or(Code::InvalidRequest)?;
+        if list.is_empty() || list.len() > STAFF_ROLES {
+            return Err(Code::InvalidRequest);
+        }
+        let mut parsed: Vec<(String, u64)> = Vec::with_capacity(list.len());
+        for entry in list {
+            let mut e = Args::new(entry.as_object().cloned());
+            if !entry.is_object() {
+                return Err(Code::InvalidRequest);
+            }
+            let role = e.str("role", 64)?;
+            let count = e
+                .take("count")
+                .and_then(|c| c.as_u64())
+                .filter(|c| (1..=STAFF_COUNT).contains(c))
+                .ok_or(Code::InvalidRequest)?;
+            e.finish()?;
+            if !crate::config::is_id(&role) || parsed.iter().any(|(r, _)| *r == role) {
+                return Err(Code::InvalidRequest);
+            }
+            parsed.push((role, count));
+        }
+        Ok(StaffRequest {
+            task_ref,
+            roles: parsed,
+            note,
+            decision,
+        })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let (_, role, _) = super::role_session(caller)?;
+        let config = core.config.clone();
+        let biz = config
+            .businesses
+            .get(caller.business())
+            .ok_or(Code::UnknownBusiness)?;
+        if routing::definition_of(biz, role) != Some(PM_DEFINITION) {
+            return Err(Code::StaffRequestRefused);
+        }
+        let launcher = biz
+            .launch
+            .as_ref()
+            .map(|l| l.by.clone())
+            .filter(|by| routing::definition_of(biz, by) == Some(routing::CHIEF_OF_STAFF))
+            .ok_or(Code::NoChiefOfStaff)?;
+        // The roles asked for are definitions the business knows.
+        let known = |d: &str| {
+            biz.roles
+                .iter()
+                .any(|(k, r)| r.definition.as_deref().unwrap_or(k) == d)
+        };
+        if !self.roles.iter().all(|(r, _)| known(r)) {
+            return Err(Code::UnknownRole);
+        }
+        let wanted: Vec<String> = self.roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let mut body = format!(
+            "Staff request from {role} for task {}: {}.",
+            self.task_ref,
+            wanted.join(", ")
+        );
+        if let Some(n) = &self.note {
+            body.push_str("\nNote: ");
+            body.push_str(n);
+        }
+        let roles: Vec<Value> = self
+            .roles
+            .iter()
+            .map(|(r, n)| json!({"role": r, "count": n}))
+            .collect();
+        let mut staff = serde_json::Map::new();
+        staff.insert("operation".into(), json!("staff.request"));
+        staff.insert("staff_for".into(), json!(self.task_ref));
+        staff.insert("roles".into(), json!(roles));
+        let send = Send {
+            to: launcher.clone(),
+            body,
+            class: STAFF_REQUEST.to_string(),
+            in_reply_to: None,
+            corrects: None,
+            decision: self.decision,
+            staff: Some(staff),
+        };
+        let sent = send.send(core, caller)?;
+        let mut reply = json!({"message": sent["id"], "to": launcher});
+        if let Some(w) = sent.get("waiting") {
+            reply["waiting"] = w.clone();
+        }
+        Ok(reply)
+    }
+}
+
+/// The definition whose instances may ask for staff.
+pub const PM_DEFINITION: &str = "pm";

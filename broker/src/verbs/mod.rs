@@ -187,7 +187,7 @@ pub const VERBS: &[VerbEntry] = &[
     planned("name.set"),
     planned("names"),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
-    planned("staff.request"),
+    served("staff.request", ROLE, run::<messages::StaffRequest>),
     served("project.create", HUMAN, run::<threads::ProjectCreate>),
     served("project.list", HUMAN, run::<threads::ProjectList>),
     served("thread.create", HUMAN, run::<threads::ThreadCreate>),

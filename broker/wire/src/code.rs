@@ -345,6 +345,13 @@ codes! {
     StaffRequestRefused => "staff-request-refused",
     /// `staff.request`: the business's launcher is not a `chief-of-staff` instance (or there is none).
     NoChiefOfStaff => "no-chief-of-staff",
+    /// `name.set`: the name equals an instance key, `human` or `tester`.
+    NameIsInstance => "name-is-instance",
+    /// `name.set`: the name equals a role definition the business knows.
+    NameIsRole => "name-is-role",
+    /// `name.set`: another instance of the business holds that name now (schema guard
+    /// `instance_names_taken`).
+    NameTaken => "name-taken",
     // --- landing on main (issue 21) ---
     /// `checkLand`: no `task_ref`; an agent's landing always names its task.
     NoSubject => "no-subject",

@@ -12,6 +12,7 @@ mod s3b_to_3c;
 mod s3c_to_3d;
 mod s3d_to_3e;
 mod s3e_to_3f;
+mod s3f_to_3g;
 
 use rusqlite::Connection;
 
@@ -49,5 +50,11 @@ pub const STEPS: &[Step] = &[
         to: "3f",
         name: "3e-to-3f",
         apply: s3e_to_3f::apply,
+    },
+    Step {
+        from: "3f",
+        to: "3g",
+        name: "3f-to-3g",
+        apply: s3f_to_3g::apply,
     },
 ];
