@@ -82,7 +82,8 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
     };
     match verb {
         "role.claim" | "role.release" | "role.revoke" | "event.emit" | "decision.raise"
-        | "requirements" | "review.request" | "review.verdict" | "organization.set" => role_only(c),
+        | "requirements" | "review.request" | "review.verdict" | "organization.set"
+        | "staff.request" => role_only(c),
         // Mutations a role, the human and the tester make; never a reader.
         "message.send" | "message.receive" | "message.read" => match c {
             Reader => Some(Code::ReadOnly),
