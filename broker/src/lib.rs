@@ -30,6 +30,7 @@ pub mod ids;
 pub mod ops;
 pub mod organization;
 pub mod policy;
+pub mod project;
 pub mod proof;
 pub mod runtime;
 pub mod server;

@@ -61,6 +61,7 @@ fn args_for(verb: &str) -> Value {
         "decision.seen" | "decision.withdraw" => json!({"id": NO_ID}),
         "trail" => json!({"subject": NO_ID}),
         "decisions" => json!({"list": "recent"}),
+        "spec.read" => json!({"project": "site"}),
         "review.request" => {
             json!({"task_ref": "vikunja:1/1", "commit": "a".repeat(40), "to": "cto"})
         }
@@ -83,7 +84,7 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
     match verb {
         "role.claim" | "role.release" | "role.revoke" | "event.emit" | "decision.raise"
         | "requirements" | "review.request" | "review.verdict" | "organization.set"
-        | "staff.request" => role_only(c),
+        | "staff.request" | "spec.read" => role_only(c),
         // Mutations a role, the human and the tester make; never a reader.
         "message.send" | "message.receive" | "message.read" => match c {
             Reader => Some(Code::ReadOnly),
@@ -166,6 +167,7 @@ const VERBS: &[&str] = &[
     "routes",
     "routes.set",
     "staff.request",
+    "spec.read",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);
@@ -222,11 +224,11 @@ fn each_session_class_gets_its_verbs_and_the_class_code_for_the_rest() {
         ("project.files", Class::Tester, Code::HumanRequired),
         ("project.file", Class::Tester, Code::HumanRequired),
         ("project.file.save", Class::Tester, Code::HumanRequired),
-        ("spec.read", Class::Tester, Code::TesterRefused),
+        ("record.write", Class::Tester, Code::TesterRefused),
         ("usage", Class::Tester, Code::TesterRefused),
         ("project.files", Class::Human, Code::NotImplemented),
         ("project.files", Class::Reader, Code::NotImplemented),
-        ("spec.read", Class::Role, Code::NotImplemented),
+        ("record.write", Class::Role, Code::NotImplemented),
     ] {
         let got = dispatch(&mut core, &caller(class), verb, None).err();
         if got != Some(want) {

@@ -272,7 +272,7 @@ fn every_verb_family_records_its_refusals() {
         Some(TASK),
     );
     // A verb the build doesn't serve, and one nobody knows: the name as sent.
-    e.refuses("pm", "spec.read", Value::Null, "not-implemented", None);
+    e.refuses("pm", "record.write", Value::Null, "not-implemented", None);
     e.refuses("pm", "thread.list", Value::Null, "human-required", None);
     e.refuses("pm", "no.such.verb", Value::Null, "unknown-verb", None);
     assert_eq!(

@@ -166,6 +166,9 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     };
     let verb = env.verb;
     let args = env.args;
+    if verbs::project::is_staged(&verb) {
+        return staged(ctx, stream, id, env.auth, peer, verb, args).await;
+    }
     match env.auth {
         Auth::Cap(cap) => {
             on_writer(ctx, stream, id, move |core| {
@@ -193,6 +196,60 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
                 }
             }
         }
+    }
+}
+
+/// A verb with a Git side (`verbs::project::STAGED`): the writer prepares
+/// it (caller, checks, the repository), a blocking worker runs Git outside
+/// every store transaction, and the writer finishes it with the outcome.
+/// The writer never waits on Git, so other requests go on meanwhile.
+async fn staged(
+    ctx: &Ctx,
+    stream: &UnixStream,
+    id: Option<i64>,
+    auth: Auth,
+    peer: Peer,
+    verb: String,
+    args: Option<serde_json::Map<String, Value>>,
+) -> Answer {
+    let caller = match auth {
+        Auth::Cap(cap) => match ctx.writer.run(move |core| core.caller(&cap)).await {
+            Ok(Some(caller)) => caller,
+            Ok(None) => return Answer::Reply(refusal(Code::UnknownCapability, id)),
+            Err(code) => return Answer::Reply(refusal(code, id)),
+        },
+        Auth::Shim {
+            kind,
+            proof,
+            business,
+        } => {
+            let pid = peer.pid;
+            let pin = peer.pin(stream);
+            match ctx.proof.check(kind, &business, &proof, pid, pin).await {
+                Ok(caller) => caller,
+                Err(code) => return Answer::Reply(refusal(code, id)),
+            }
+        }
+    };
+    let (c, v) = (caller.clone(), verb.clone());
+    let job = match ctx
+        .writer
+        .run(move |core| verbs::prepare_staged(core, &c, &v, args))
+        .await
+    {
+        Ok(Ok(job)) => job,
+        Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
+    };
+    let outcome = tokio::task::spawn_blocking(move || job.run())
+        .await
+        .unwrap_or(Err(Code::ProjectUnavailable));
+    let finished = ctx
+        .writer
+        .run(move |core| verbs::finish_staged(core, &caller, &verb, outcome))
+        .await;
+    match finished {
+        Ok(Ok(v)) => Answer::Reply(envelope::ok(v, id)),
+        Ok(Err(code)) | Err(code) => Answer::Reply(refusal(code, id)),
     }
 }
 

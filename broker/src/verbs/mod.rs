@@ -13,6 +13,7 @@ mod events;
 pub(crate) mod launch;
 pub mod messages;
 mod organization;
+pub(crate) mod project;
 mod reads;
 pub(crate) mod reviews;
 mod roles;
@@ -195,7 +196,7 @@ pub const VERBS: &[VerbEntry] = &[
     served("thread.open", HUMAN, run::<threads::ThreadOpen>),
     served("thread.send", HUMAN, run::<threads::ThreadSend>),
     served("thread.messages", HUMAN, run::<threads::ThreadMessages>),
-    planned("spec.read"),
+    served("spec.read", ROLE, project::spec_read_inline),
     planned("record.write"),
     planned_human("project.files"),
     planned_human("project.file"),
@@ -236,6 +237,62 @@ pub fn dispatch(
     }
 }
 
+/// Prepares a verb whose Git side runs off the writer thread (see
+/// [`project::is_staged`]): the same checks and refusal evidence as
+/// [`dispatch`], then the verb's writer-side part, returning the Git job.
+pub fn prepare_staged(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    args: Option<Map<String, Value>>,
+) -> Result<crate::project::Job, Code> {
+    let subject = refusal_subject(args.as_ref());
+    let prepared = check_entry(core, caller, verb, args.as_ref())
+        .and_then(|()| project::prepare(core, caller, verb, Args::new(args)));
+    prepared.map_err(|code| refused(core, caller, verb, subject, code))
+}
+
+/// Finishes a staged verb on the writer side with what its Git side gave:
+/// the known-token check on the reply, or the refusal's evidence.
+pub fn finish_staged(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    outcome: Result<Value, Code>,
+) -> Result<Value, Code> {
+    let checked = outcome.and_then(|reply| {
+        core.known_tokens().check(&reply)?;
+        Ok(reply)
+    });
+    checked.map_err(|code| refused(core, caller, verb, None, code))
+}
+
+/// The checks before a verb's own: unknown verb, the tester's class, the
+/// known-token check on the args, `not-implemented`, every other class.
+fn check_entry(
+    core: &Core,
+    caller: &Caller,
+    verb: &str,
+    args: Option<&Map<String, Value>>,
+) -> Result<(), Code> {
+    let entry = lookup(verb).ok_or(Code::UnknownVerb)?;
+    if let (Caller::Tester { .. }, Some(code)) = (caller, entry.sessions.tester) {
+        return Err(code);
+    }
+    if let Some(a) = args.filter(|_| !core.known_tokens().is_empty()) {
+        let tokens = core.known_tokens();
+        a.iter()
+            .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)))?;
+    }
+    if entry.handler.is_none() {
+        return Err(Code::NotImplemented);
+    }
+    if let Some(code) = entry.sessions.refusal(caller) {
+        return Err(code);
+    }
+    Ok(())
+}
+
 /// The order: unknown verb; a tester's class (before anything of the
 /// request is looked at); the known-token check on the args; every other
 /// class; then the handler (parse, apply) and the known-token check on the
@@ -246,22 +303,11 @@ fn run_verb(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    let entry = lookup(verb).ok_or(Code::UnknownVerb)?;
-    if let (Caller::Tester { .. }, Some(code)) = (caller, entry.sessions.tester) {
-        return Err(code);
-    }
-    // The known-token check: the request's args, then (below) the reply.
-    if let Some(a) = args.as_ref().filter(|_| !core.known_tokens().is_empty()) {
-        let tokens = core.known_tokens();
-        a.iter()
-            .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)))?;
-    }
-    let Some(handler) = entry.handler else {
+    // The known-token check: the request's args here, the reply below.
+    check_entry(core, caller, verb, args.as_ref())?;
+    let Some(handler) = lookup(verb).and_then(|e| e.handler) else {
         return Err(Code::NotImplemented);
     };
-    if let Some(code) = entry.sessions.refusal(caller) {
-        return Err(code);
-    }
     let reply = handler(core, caller, Args::new(args))?;
     core.known_tokens().check(&reply)?;
     Ok(reply)

@@ -261,7 +261,8 @@ codes! {
     // --- reviews and pushes (issue 6) ---
     /// `review.request`: `commit` is an older pushed commit of the task, not its latest push.
     StaleCommit => "stale-commit",
-    /// `review.request`: `commit` was never pushed for the task (or the task has no push).
+    /// `review.request`: `commit` was never pushed for the task (or the task has no push);
+    /// `spec.read`: `commit` is no commit reachable from the project's `HEAD`.
     UnknownCommit => "unknown-commit",
     /// `review.request`: `to` is the caller's own role.
     SelfReview => "self-review",
@@ -361,6 +362,14 @@ codes! {
     /// `recordLand` or `landRefused`: no open landing has that ticket (ended, never issued, or
     /// issued by a broker that has since stopped).
     LandUnknown => "land-unknown",
+    // --- project records (issue 22), continued ---
+    /// A project's repository can't be read: not a Git repository, no commit, `git` missing,
+    /// failing, past its deadline or printing too much.
+    ProjectUnavailable => "project-unavailable",
+    /// The project file asked for is not in the commit read (never committed, or deleted).
+    ProjectFileMissing => "project-file-missing",
+    /// The committed project file is not UTF-8 or is larger than 1 MiB.
+    ProjectFileInvalid => "project-file-invalid",
 }
 
 impl fmt::Display for Code {

@@ -1,0 +1,222 @@
+//! Project records over Git (3i row 138): the business's declared projects
+//! resolve to local Git repositories (`Business::projects`), read through
+//! the `git` executable ([`git`]). Everything here runs off the writer
+//! thread and outside every store transaction: the writer side prepares a
+//! [`Job`] (the caller checked, the repository resolved), the server runs
+//! it on a blocking worker, and the writer side finishes it (the reply's
+//! token check, or the refusal's evidence).
+
+pub mod git;
+
+use crate::error::Code;
+use git::Git;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// The one spec file of a project.
+pub const SPEC_PATH: &str = "spec/north-star.md";
+/// At most this many path-history entries in a `spec.read` reply.
+pub const HISTORY_MAX: usize = 100;
+/// The largest record file the project reader accepts (the package's
+/// file validation limit).
+pub const FILE_MAX: usize = 1024 * 1024;
+
+/// Git work the writer side prepared.
+#[derive(Debug)]
+pub struct Job {
+    pub git: Git,
+    pub repo: PathBuf,
+    pub work: Work,
+}
+
+#[derive(Debug)]
+pub enum Work {
+    /// `spec.read`: the project key, the business's human (whose authorship
+    /// confirms), and the commit asked for, if any.
+    SpecRead {
+        project: String,
+        human: String,
+        commit: Option<String>,
+    },
+}
+
+impl Job {
+    /// Runs the Git side. Blocking: call it on a worker thread.
+    pub fn run(self) -> Result<Value, Code> {
+        match &self.work {
+            Work::SpecRead {
+                project,
+                human,
+                commit,
+            } => {
+                let snap = spec_snapshot(&self.git, &self.repo, human, commit.as_deref())?;
+                Ok(snap.reply(project))
+            }
+        }
+    }
+}
+
+/// True for a full SHA-1 as Git prints it: 40 lowercase hex digits. No
+/// revision expression passes.
+pub fn is_full_sha(s: &str) -> bool {
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// One entry of a file's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub commit: String,
+    pub author: String,
+    pub at: String,
+    pub subject: String,
+}
+
+/// The committed spec as of a commit.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The commit read from (`HEAD`, or the one asked for).
+    pub head: String,
+    /// The file's last changing commit at or before `head`.
+    pub commit: String,
+    pub confirmed: bool,
+    pub content: String,
+    pub history: Vec<Entry>,
+    pub truncated: bool,
+}
+
+impl Snapshot {
+    fn reply(&self, project: &str) -> Value {
+        let last = &self.history[0];
+        json!({
+            "project": project,
+            "path": SPEC_PATH,
+            "head": self.head,
+            "commit": self.commit,
+            "author": last.author,
+            "at": last.at,
+            "confirmed": self.confirmed,
+            "content": self.content,
+            "history": self.history.iter().map(|e| json!({
+                "commit": e.commit, "author": e.author, "at": e.at, "subject": e.subject,
+            })).collect::<Vec<_>>(),
+            "truncated": self.truncated,
+        })
+    }
+}
+
+/// The repository's `HEAD` commit. A directory that is no repository, or
+/// one with no commit, is `project-unavailable`.
+fn head(git: &Git, repo: &std::path::Path) -> Result<String, Code> {
+    if !repo.join(".git").is_dir() {
+        return Err(Code::ProjectUnavailable);
+    }
+    let out = git.run(
+        repo,
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        None,
+    )?;
+    let ok = out.ok();
+    let sha = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let sha = sha.trim_end();
+    if !ok || !is_full_sha(sha) {
+        return Err(Code::ProjectUnavailable);
+    }
+    Ok(sha.to_string())
+}
+
+/// The committed `spec/north-star.md` at `commit` (a full SHA-1 reachable
+/// from `HEAD`) or at `HEAD`: only committed bytes, its last changing
+/// commit, and whether that commit's author is the business's human.
+pub fn spec_snapshot(
+    git: &Git,
+    repo: &std::path::Path,
+    human: &str,
+    commit: Option<&str>,
+) -> Result<Snapshot, Code> {
+    let tip = head(git, repo)?;
+    let at = match commit {
+        None => tip,
+        Some(c) if !is_full_sha(c) => return Err(Code::InvalidRequest),
+        Some(c) => {
+            let kind = git.run(repo, &["cat-file", "-t", "--end-of-options", c], None)?;
+            if !kind.ok() || kind.stdout != b"commit\n" {
+                return Err(Code::UnknownCommit);
+            }
+            let reach = git.run(
+                repo,
+                &["merge-base", "--is-ancestor", "--end-of-options", c, &tip],
+                None,
+            )?;
+            match reach.code {
+                Some(0) => c.to_string(),
+                Some(1) => return Err(Code::UnknownCommit),
+                _ => return Err(Code::ProjectUnavailable),
+            }
+        }
+    };
+    let limit = format!("--max-count={}", HISTORY_MAX + 1);
+    let log = git.run(
+        repo,
+        &[
+            "log",
+            "-z",
+            "--no-renames",
+            "--no-show-signature",
+            "--format=%H%n%an%n%aI%n%s",
+            &limit,
+            "--end-of-options",
+            &at,
+            "--",
+            SPEC_PATH,
+        ],
+        None,
+    )?;
+    if !log.ok() {
+        return Err(Code::ProjectUnavailable);
+    }
+    let text = String::from_utf8(log.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let mut history = Vec::new();
+    for rec in text.split('\0').filter(|r| !r.is_empty()) {
+        let mut f = rec.trim_start_matches('\n').splitn(4, '\n');
+        let (Some(c), Some(a), Some(t), s) = (f.next(), f.next(), f.next(), f.next()) else {
+            return Err(Code::ProjectUnavailable);
+        };
+        if !is_full_sha(c) {
+            return Err(Code::ProjectUnavailable);
+        }
+        history.push(Entry {
+            commit: c.into(),
+            author: a.into(),
+            at: t.into(),
+            subject: s.unwrap_or("").into(),
+        });
+    }
+    let truncated = history.len() > HISTORY_MAX;
+    history.truncate(HISTORY_MAX);
+    let Some(last) = history.first() else {
+        return Err(Code::ProjectFileMissing);
+    };
+    let blob = git.run(
+        repo,
+        &["cat-file", "blob", &format!("{at}:{SPEC_PATH}")],
+        None,
+    )?;
+    if !blob.ok() {
+        // Deleted by its last changing commit.
+        return Err(Code::ProjectFileMissing);
+    }
+    if blob.stdout.len() > FILE_MAX {
+        return Err(Code::ProjectFileInvalid);
+    }
+    let content = String::from_utf8(blob.stdout).map_err(|_| Code::ProjectFileInvalid)?;
+    Ok(Snapshot {
+        head: at,
+        commit: last.commit.clone(),
+        confirmed: last.author == human,
+        content,
+        history,
+        truncated,
+    })
+}
