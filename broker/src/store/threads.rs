@@ -328,22 +328,37 @@ pub fn reply_chain_thread(
 
 /// Up to `limit` messages of `thread` to `instance` not yet delivered,
 /// oldest first (the thread run's `message.receive`).
+///
+/// Within a thread, deliveries to its instance come only from that
+/// receive, which always takes the oldest first, so the delivered ones are
+/// a prefix by `message_threads.seq`: the scan starts after the newest
+/// delivered one (found walking back from the thread's newest message), so
+/// it costs the thread's backlog, not its history.
 pub fn undelivered(
     conn: &Connection,
     thread: &str,
     instance: &str,
     limit: usize,
 ) -> Result<Vec<Value>, Code> {
+    let floor: i64 = conn
+        .prepare_cached(
+            "SELECT coalesce((SELECT mt.seq FROM message_threads mt JOIN messages m ON m.id = mt.message
+               WHERE mt.thread = ?1 AND m.to_role = ?2
+                 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.message = m.id)
+               ORDER BY mt.seq DESC LIMIT 1), 0)",
+        )
+        .and_then(|mut s| s.query_row(params![thread, instance], |r| r.get(0)))
+        .map_err(sql)?;
     let text = format!(
         "SELECT {MESSAGE_COLUMNS} FROM message_threads mt JOIN messages m ON m.id = mt.message
-         WHERE mt.thread = ?1 AND m.to_role = ?2
+         WHERE mt.thread = ?1 AND mt.seq > ?3 AND m.to_role = ?2
            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message = m.id)
-         ORDER BY mt.seq LIMIT ?3"
+         ORDER BY mt.seq LIMIT ?4"
     );
     let mut s = conn.prepare_cached(&text).map_err(sql)?;
     let rows = s
         .query_map(
-            params![thread, instance, i64::try_from(limit).unwrap_or(100)],
+            params![thread, instance, floor, i64::try_from(limit).unwrap_or(100)],
             message_json,
         )
         .map_err(sql)?;

@@ -352,6 +352,29 @@ fn start_time() -> u64 {
 impl Broker {
     /// Starts `mosaic-bus` beside this binary, boots, binds and claims every role.
     fn start(bus: &Path, root: &Path) -> (Broker, Duration) {
+        let (mut b, startup) = Broker::boot(bus, root, json!({"acme": business()}));
+        let (pid, st) = (std::process::id(), start_time());
+        let tag = Instant::now().elapsed().as_nanos() ^ u128::from(pid) ^ startup.as_nanos();
+        for i in 0..ROLES {
+            let r = b.op(
+                json!({"op": "bindLaunch", "record": {"business": "acme", "role": format!("r{i}"),
+                "run": format!("run-{tag:x}-{i}"), "harness": "pi", "pid": pid, "startTime": st}}),
+            );
+            let cap = r["launch"]["cap"]
+                .as_str()
+                .unwrap_or_else(|| die("bind"))
+                .to_string();
+            let c = call(&b.socket, &cap, "role.claim", Value::Null);
+            if c["ok"] != json!(true) {
+                die(&format!("claim: {c}"));
+            }
+            b.caps.push(cap);
+        }
+        (b, startup)
+    }
+
+    /// Starts `mosaic-bus` beside this binary and boots it with `businesses`.
+    fn boot(bus: &Path, root: &Path, businesses: Value) -> (Broker, Duration) {
         let (ours, theirs) = UnixStream::pair().unwrap_or_else(|_| die("socketpair"));
         let fd = theirs.as_raw_fd();
         let mut cmd = Command::new(bus);
@@ -380,7 +403,7 @@ impl Broker {
         };
         let boot = b.op(json!({"op": "boot", "config": {
             "dataRoot": root.to_str().unwrap_or_else(|| die("path")),
-            "businesses": {"acme": business()}, "readers": ["acme"]}}));
+            "businesses": businesses, "readers": ["acme"]}}));
         let startup = t0.elapsed();
         if boot["ok"] != json!(true) {
             die("boot refused");
@@ -389,23 +412,6 @@ impl Broker {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let (pid, st) = (std::process::id(), start_time());
-        let tag = Instant::now().elapsed().as_nanos() ^ u128::from(pid) ^ t0.elapsed().as_nanos();
-        for i in 0..ROLES {
-            let r = b.op(
-                json!({"op": "bindLaunch", "record": {"business": "acme", "role": format!("r{i}"),
-                "run": format!("run-{tag:x}-{i}"), "harness": "pi", "pid": pid, "startTime": st}}),
-            );
-            let cap = r["launch"]["cap"]
-                .as_str()
-                .unwrap_or_else(|| die("bind"))
-                .to_string();
-            let c = call(&b.socket, &cap, "role.claim", Value::Null);
-            if c["ok"] != json!(true) {
-                die(&format!("claim: {c}"));
-            }
-            b.caps.push(cap);
-        }
         (b, startup)
     }
 
@@ -620,11 +626,272 @@ fn prefill(root: &Path, bus: &Path, n: usize) -> Duration {
     t.elapsed()
 }
 
+/// The thread benchmark's business: the assistant (`helper`) and a chief of staff.
+fn thread_business() -> Value {
+    let role = |def: &str| {
+        json!({"definition": def,
+        "authority": {"withinRole": ["message.send"], "crossRole": []}})
+    };
+    json!({"acme": {"id": "acme", "human": "Ada",
+        "arbiters": {"technical": "chief", "delivery": "chief"},
+        "roles": {"helper": role("assistant"), "chief": role("chief-of-staff")}}})
+}
+
+/// A store with one project and `threads` threads of `helper`, holding
+/// `n` messages spread over them (alternately the human's to the
+/// assistant and the assistant's to the human), each filed in its thread,
+/// every one delivered (each thread claimed by a prefill run, then
+/// released), through the real schema and its triggers. Returns the
+/// thread the benchmark's run serves.
+fn prefill_threads(root: &Path, bus: &Path, threads: usize, n: usize) -> String {
+    let (b, _) = Broker::boot(bus, root, thread_business());
+    b.close();
+    let db = root.join("bus/bus.sqlite");
+    let mut c = Connection::open(&db).unwrap_or_else(|_| die("open store"));
+    let _ = c.execute_batch("PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON;");
+    let base = 1_900_000_000_000i64;
+    let at = |i: usize| mosaic_bus::store::clock::format_ms(base + i as i64);
+    let thread_id = |t: usize| format!("thread-{t:06}");
+    let Ok(tx) = c.transaction() else { die("tx") };
+    let ok = tx
+        .execute(
+            "INSERT INTO projects(id, business, name, by, at) VALUES ('p', 'acme', 'Site', 'Ada', ?1)",
+            [at(0)],
+        )
+        .is_ok();
+    for t in 0..threads {
+        let ok2 = tx
+            .execute(
+                "INSERT INTO threads(id, business, project, instance, user, name, at)
+                 VALUES (?1, 'acme', 'p', 'helper', 'Ada', ?2, ?3)",
+                params![thread_id(t), format!("t{t}"), at(t)],
+            )
+            .is_ok();
+        let ok3 = tx
+            .execute(
+                "INSERT INTO thread_claims(business, thread, run, op, by, at)
+                 VALUES ('acme', ?1, ?2, 'claim', ?2, ?3)",
+                params![thread_id(t), format!("prefill-{t}"), at(t)],
+            )
+            .is_ok();
+        if !(ok && ok2 && ok3) {
+            die("prefill threads");
+        }
+    }
+    if tx.commit().is_err() {
+        die("commit");
+    }
+    let mut done = 0;
+    while done < n {
+        let Ok(tx) = c.transaction() else { die("tx") };
+        {
+            let (Ok(mut m), Ok(mut mt), Ok(mut d)) = (
+                tx.prepare(
+                    "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
+                     VALUES (?1, 'acme', ?2, ?3, ?4, 'INFO', ?5, ?6)",
+                ),
+                tx.prepare("INSERT INTO message_threads(message, thread, at) VALUES (?1, ?2, ?3)"),
+                tx.prepare("INSERT INTO deliveries(message, run, at) VALUES (?1, ?2, ?3)"),
+            ) else {
+                die("prepare")
+            };
+            for i in done..(done + 50_000).min(n) {
+                let t = i % threads;
+                let id = format!("{:08x}-0000-4000-8000-{:012x}", i >> 16, i);
+                let (from, from_run, to, run) = if i % 2 == 0 {
+                    (
+                        "human",
+                        "human-cli".to_string(),
+                        "helper",
+                        format!("prefill-{t}"),
+                    )
+                } else {
+                    (
+                        "helper",
+                        format!("prefill-{t}"),
+                        "human",
+                        "human-cli".to_string(),
+                    )
+                };
+                let r = m
+                    .execute(params![
+                        id,
+                        from,
+                        from_run,
+                        to,
+                        format!("prefill {i}"),
+                        at(i)
+                    ])
+                    .and_then(|_| mt.execute(params![id, thread_id(t), at(i)]))
+                    .and_then(|_| d.execute(params![id, run, at(i)]));
+                if r.is_err() {
+                    die("prefill message");
+                }
+            }
+        }
+        if tx.commit().is_err() {
+            die("commit");
+        }
+        done = (done + 50_000).min(n);
+    }
+    let Ok(tx) = c.transaction() else { die("tx") };
+    for t in 0..threads {
+        let r = tx.execute(
+            "INSERT INTO thread_claims(business, thread, run, op, by, at)
+             VALUES ('acme', ?1, ?2, 'release', ?2, ?3)",
+            params![thread_id(t), format!("prefill-{t}"), at(threads + t)],
+        );
+        if r.is_err() {
+            die("prefill release");
+        }
+    }
+    if tx.commit().is_err() {
+        die("commit");
+    }
+    let _ = c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    thread_id(threads - 1)
+}
+
+/// A broker serving one thread: the assistant's run bound to `thread` and
+/// the chief of staff's run, both claimed; the chief holds a message from
+/// the thread to reply to. Returns the broker, the two caps and that message.
+fn thread_broker(bus: &Path, root: &Path, thread: &str) -> (Broker, String, String, String) {
+    let (mut b, _) = Broker::boot(bus, root, thread_business());
+    let (pid, st) = (std::process::id(), start_time());
+    let tag = format!(
+        "{:x}",
+        Instant::now().elapsed().as_nanos() ^ u128::from(pid)
+    );
+    let mut bind = |role: &str, thread: Option<&str>| {
+        let mut rec = json!({"business": "acme", "role": role, "run": format!("{role}-{tag}"),
+                             "harness": "pi", "pid": pid, "startTime": st});
+        if let Some(t) = thread {
+            rec["thread"] = json!(t);
+        }
+        let r = b.op(json!({"op": "bindLaunch", "record": rec}));
+        let cap = r["launch"]["cap"]
+            .as_str()
+            .unwrap_or_else(|| die(&format!("bind: {r}")))
+            .to_string();
+        cap
+    };
+    let helper = bind("helper", Some(thread));
+    let chief = bind("chief", None);
+    for cap in [&helper, &chief] {
+        let c = call(&b.socket, cap, "role.claim", Value::Null);
+        if c["ok"] != json!(true) {
+            die(&format!("claim: {c}"));
+        }
+    }
+    let seed = call(
+        &b.socket,
+        &helper,
+        "message.send",
+        json!({"to": "chief", "body": "seed"}),
+    );
+    let seed = seed["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| die("seed"))
+        .to_string();
+    let _ = call(&b.socket, &chief, "message.receive", Value::Null);
+    (b, helper, chief, seed)
+}
+
+/// `per` turns of a thread: the chief's reply into the thread (the reply
+/// chain walked to the thread), the assistant's `message.receive` of it,
+/// and the assistant's `message.send` to the human from its thread; each
+/// timed on its own (its `message.read` is not).
+fn thread_turns(b: &Broker, helper: &str, chief: &str, seed: &str, per: usize) -> Value {
+    let (mut reply, mut receive, mut send) = (Vec::new(), Vec::new(), Vec::new());
+    let t0 = Instant::now();
+    for i in 0..per {
+        let timed = |lat: &mut Vec<f64>, cap: &str, verb: &str, args: Value| {
+            let line = request_line(cap, verb, args);
+            let t = Instant::now();
+            let r = exchange(&b.socket, &line);
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+            if r["ok"] != json!(true) {
+                die(&format!("{verb}: {r}"));
+            }
+            r
+        };
+        timed(
+            &mut reply,
+            chief,
+            "message.send",
+            json!({"to": "helper", "body": format!("turn {i}"), "in_reply_to": seed}),
+        );
+        let got = timed(&mut receive, helper, "message.receive", Value::Null);
+        for m in got["result"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let _ = call(&b.socket, helper, "message.read", json!({"id": m["id"]}));
+        }
+        timed(
+            &mut send,
+            helper,
+            "message.send",
+            json!({"to": "human", "body": format!("answer {i}")}),
+        );
+    }
+    let wall = t0.elapsed();
+    json!({"reply_into_thread": summary(reply, wall), "receive": summary(receive, wall),
+           "send_from_thread": summary(send, wall)})
+}
+
+/// `--threads`: a thread run's send and receive on a store of `messages`
+/// messages in 10,000 threads against the same on a store with one empty
+/// thread, two brokers side by side, three interleaved rounds (medians).
+fn threads_bench(bus: &Path, work: &Path, messages: usize, per: usize) -> Value {
+    let full_root = work.join("threads-full");
+    let empty_root = work.join("threads-empty");
+    for d in [&full_root, &empty_root] {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let t = Instant::now();
+    let full_thread = prefill_threads(&full_root, bus, 10_000, messages);
+    let prefill_s = t.elapsed().as_secs_f64();
+    let empty_thread = prefill_threads(&empty_root, bus, 1, 0);
+    let (full, fh, fc, fs) = thread_broker(bus, &full_root, &full_thread);
+    let (empty, eh, ec, es) = thread_broker(bus, &empty_root, &empty_thread);
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let e = thread_turns(&empty, &eh, &ec, &es, per);
+        let f = thread_turns(&full, &fh, &fc, &fs, per);
+        let ratio = |k: &str| {
+            f[k]["p50_us"].as_f64().unwrap_or(0.0) / e[k]["p50_us"].as_f64().unwrap_or(1.0)
+        };
+        rounds.push(json!({"empty": e, "full": f,
+            "send_full_vs_empty": ratio("send_from_thread"),
+            "receive_full_vs_empty": ratio("receive"),
+            "reply_full_vs_empty": ratio("reply_into_thread")}));
+    }
+    empty.close();
+    full.close();
+    let median = |key: &str| {
+        let mut v: Vec<f64> = rounds.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    json!({
+        "store": {"messages": messages, "threads": 10_000, "prefill_s": prefill_s},
+        "rounds": rounds,
+        "ratios": {
+            "thread_send_p50_full_vs_empty, median of 3 rounds (goal <= 1.2)": median("send_full_vs_empty"),
+            "thread_receive_p50_full_vs_empty, median of 3 rounds (goal <= 1.2)": median("receive_full_vs_empty"),
+            "reply_into_thread_p50_full_vs_empty, median of 3 rounds": median("reply_full_vs_empty"),
+        }
+    })
+}
+
 fn main() {
     let mut messages = 1_000_000usize;
     let mut per = 200usize;
     let mut profile: Option<usize> = None;
     let mut profile_clients = 1usize;
+    let mut threads = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -640,6 +907,7 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or_else(|| die("usage"))
             }
+            "--threads" => threads = true,
             "--profile" => {
                 profile = Some(
                     args.next()
@@ -655,7 +923,7 @@ fn main() {
                     .unwrap_or_else(|| die("usage"))
             }
             _ => die(
-                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]]",
+                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads]",
             ),
         }
     }
@@ -682,6 +950,13 @@ fn main() {
         b.close();
         let _ = std::fs::remove_dir_all(&work);
         println!("{}", json!({"profile_sends": one}));
+        return;
+    }
+
+    if threads {
+        let out = threads_bench(&bus, &work, messages, per);
+        let _ = std::fs::remove_dir_all(&work);
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
 
