@@ -91,7 +91,7 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             _ => None,
         },
         // The routed resolver or the human; the tester may not.
-        "decision.resolve" | "decision.seen" | "decision.withdraw" => match c {
+        "decision.resolve" | "decision.seen" | "decision.withdraw" | "name.set" => match c {
             Reader => Some(Code::ReadOnly),
             Tester => Some(Code::TesterRefused),
             _ => None,
@@ -106,7 +106,7 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             Human => None,
             _ => Some(Code::HumanRequired),
         },
-        "trail" | "inbox" | "tasks" | "agents" => None,
+        "trail" | "inbox" | "tasks" | "agents" | "names" => None,
         "state" => match c {
             Tester => Some(Code::TesterRefused),
             _ => None,
@@ -168,6 +168,8 @@ const VERBS: &[&str] = &[
     "routes.set",
     "staff.request",
     "spec.read",
+    "name.set",
+    "names",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);

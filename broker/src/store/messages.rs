@@ -24,6 +24,8 @@ pub struct NewMessage<'a> {
     pub corrects: Option<&'a str>,
     pub decision: Option<&'a str>,
     pub request: Option<&'a str>,
+    /// The name the sender addressed (3g `to_name`); none for a send by instance.
+    pub to_name: Option<&'a str>,
 }
 
 fn sql(e: rusqlite::Error) -> Code {
@@ -42,8 +44,8 @@ pub fn insert_message(t: &mut Tx<'_>, m: &NewMessage<'_>) -> Result<String, Code
     let at = t.now();
     t.tx.prepare_cached(
         "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body,
-           in_reply_to, corrects, decision, request, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+           in_reply_to, corrects, decision, request, at, to_name)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -58,7 +60,8 @@ pub fn insert_message(t: &mut Tx<'_>, m: &NewMessage<'_>) -> Result<String, Code
             m.corrects,
             m.decision,
             m.request,
-            at
+            at,
+            m.to_name
         ])
     })
     .map_err(sql)?;

@@ -10,6 +10,7 @@ pub mod decisions;
 pub mod evidence;
 pub mod landings;
 pub mod messages;
+pub mod names;
 pub mod reads;
 pub mod reviews;
 pub mod root;

@@ -88,6 +88,8 @@ pub struct Send {
     decision: Option<String>,
     /// `staff.request`'s fields for its `action.allowed` (none for a send).
     staff: Option<serde_json::Map<String, Value>>,
+    /// The name `to` was sent as, once resolved to its instance.
+    to_name: Option<String>,
 }
 
 impl Verb for Send {
@@ -111,6 +113,7 @@ impl Verb for Send {
             corrects,
             decision,
             staff: None,
+            to_name: None,
         })
     }
 
@@ -120,12 +123,13 @@ impl Verb for Send {
 }
 
 impl Send {
-    fn send(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn send(mut self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config
             .businesses
             .get(caller.business())
             .ok_or(Code::UnknownBusiness)?;
+        self.resolve_name(core, biz)?;
         let is_role = self.check(biz, caller)?;
         let id = ids::uuid();
         core.store.write(|t| {
@@ -158,6 +162,21 @@ struct Sent<'a> {
 }
 
 impl Send {
+    /// A name resolves to its instance before any check (3i row 141). An
+    /// instance key, `human`, `tester` and a definition the business knows
+    /// win over an equal name; a name nobody holds is left as sent, and
+    /// the checks refuse it `unknown-role`.
+    fn resolve_name(&mut self, core: &Core, biz: &Business) -> Result<(), Code> {
+        let to = self.to.as_str();
+        if biz.roles.contains_key(to) || to == HUMAN || to == TESTER || knows_definition(biz, to) {
+            return Ok(());
+        }
+        if let Some(instance) = crate::store::names::holder(core.store.conn(), &biz.id, to)? {
+            self.to_name = Some(std::mem::replace(&mut self.to, instance));
+        }
+        Ok(())
+    }
+
     /// Who may address whom, before the transaction: true when the
     /// recipient is one of the business's roles.
     fn check(&self, biz: &Business, caller: &Caller) -> Result<bool, Code> {
@@ -274,6 +293,7 @@ impl Send {
             in_reply_to: self.in_reply_to.as_deref(),
             corrects: self.corrects.as_deref(),
             decision: self.decision.as_deref(),
+            to_name: self.to_name.as_deref(),
             ..Default::default()
         };
         match caller {
@@ -647,6 +667,7 @@ impl Verb for StaffRequest {
             corrects: None,
             decision: self.decision,
             staff: Some(staff),
+            to_name: None,
         };
         let sent = send.send(core, caller)?;
         let mut reply = json!({"message": sent["id"], "to": launcher});
@@ -659,3 +680,11 @@ impl Verb for StaffRequest {
 
 /// The definition whose instances may ask for staff.
 pub const PM_DEFINITION: &str = "pm";
+
+/// True when `name` is a role definition the business knows: one an
+/// instance uses (its key when it has none).
+pub fn knows_definition(biz: &Business, name: &str) -> bool {
+    biz.roles
+        .iter()
+        .any(|(k, r)| r.definition.as_deref().unwrap_or(k) == name)
+}

@@ -12,6 +12,7 @@ pub(crate) mod decisions;
 mod events;
 pub(crate) mod launch;
 pub mod messages;
+mod names;
 mod organization;
 pub(crate) mod project;
 mod reads;
@@ -185,8 +186,8 @@ pub const VERBS: &[VerbEntry] = &[
     ),
     served("limits", HUMAN, run::<organization::LimitsRead>),
     served("limits.set", HUMAN, run::<organization::LimitsSet>),
-    planned("name.set"),
-    planned("names"),
+    served("name.set", CLOSER, run::<names::NameSet>),
+    served("names", ANY, run::<names::Names>),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     served("staff.request", ROLE, run::<messages::StaffRequest>),
     served("project.create", HUMAN, run::<threads::ProjectCreate>),
