@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3g";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "efde78c8ee7500739ade19b02d2805c28f17137d20d2b1eb5dff923bcf779150";
+pub const SCHEMA_SHA256: &str = "a39d51ec3c21b45d31e5d4f36b6c943f8844cfc12b11edf2b35b5dbccc85ef2c";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "5c70ac86d755dd5ec2c9048e19d74c6c604842d73c68ab7427342053b07f8e62";
+pub const MASTER_SHA256: &str = "28b08778e34261b18f2f383b46b3c53f30f15e4ed15789077990a6dcb86450fd";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also

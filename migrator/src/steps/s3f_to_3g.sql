@@ -4,6 +4,7 @@
 -- instance again adds a row, and an instance's name is its latest row. A
 -- nullable messages.to_name, null on every existing message (they were all
 -- sent by instance). The class guard is replaced with one that also admits
+-- BLOCK (row 143, a pm's or cto's answer to a spec review notice) and
 -- STAFF-REQUEST, which only staff.request writes. No row changes.
 CREATE TABLE instance_names (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -29,7 +30,7 @@ CREATE TRIGGER messages_class BEFORE INSERT ON messages
   WHEN NOT (NEW.class = 'REQUEST' OR NEW.class = 'ASSIGNMENT'
     OR NEW.class = 'REVIEW-REQUEST' OR NEW.class = 'REVIEW-RESULT' OR NEW.class = 'RESULT'
     OR NEW.class = 'INFO' OR NEW.class = 'DECISION' OR NEW.class = 'REACTION'
-    OR NEW.class = 'STAFF-REQUEST')
+    OR NEW.class = 'BLOCK' OR NEW.class = 'STAFF-REQUEST')
   BEGIN SELECT RAISE(ABORT, 'invalid-class'); END;
 CREATE TRIGGER instance_names_no_update BEFORE UPDATE ON instance_names BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER instance_names_no_delete BEFORE DELETE ON instance_names BEGIN SELECT RAISE(ABORT, 'append-only'); END;
