@@ -359,3 +359,149 @@ impl Unread {
             .flat_map(|m| m.values())
     }
 }
+
+/// The first sentence of a spec review notice (3i row 143): the project
+/// key, the save's commit and the editor's base. The notice's body begins
+/// with it; [`spec_notice_project`] reads the project back from it.
+pub fn spec_notice_lead(project: &str, commit: &str, base: &str) -> String {
+    format!("{SPEC_NOTICE_PREFIX}{project}: commit {commit}, from the editor's base {base}.")
+}
+
+/// What every spec review notice's body starts with, before the project key.
+pub const SPEC_NOTICE_PREFIX: &str = "The human saved spec/north-star.md in project ";
+
+/// The project key a spec review notice's body names (see
+/// [`spec_notice_lead`]); `None` for a body that is no spec notice. A
+/// project key is an identifier (`config::is_id`: no `:`), so the key ends
+/// at the first `:`.
+pub fn spec_notice_project(body: &str) -> Option<&str> {
+    let rest = body.strip_prefix(SPEC_NOTICE_PREFIX)?;
+    let (key, after) = rest.split_once(':')?;
+    (crate::config::is_id(key) && after.starts_with(" commit ")).then_some(key)
+}
+
+/// Stores one notice from the bus itself (`_bus`, run `bus`): class RESULT,
+/// no reply, in no thread, to role instance `to`. It waits like any message
+/// to a role no run holds and is delivered at the next claim's receive.
+/// Returns the message id and `at`. The spec review notice (3i row 143) is
+/// one: its body begins with [`spec_notice_lead`].
+pub fn send_bus_notice(
+    t: &mut Tx<'_>,
+    business: &str,
+    to: &str,
+    body: &str,
+) -> Result<super::evidence::Written, Code> {
+    let id = crate::ids::uuid();
+    let at = insert_message(
+        t,
+        &NewMessage {
+            id: &id,
+            business,
+            from_role: crate::policy::routing::BUS_SENDER,
+            from_run: crate::policy::routing::BUS_RUN,
+            to_role: to,
+            class: "RESULT",
+            body,
+            ..Default::default()
+        },
+    )?;
+    Ok(super::evidence::Written { id, at })
+}
+
+/// A spec review notice as the BLOCK and relay rules need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecNotice {
+    pub id: String,
+    /// The role instance the bus sent it to.
+    pub to_role: String,
+    /// The project key its body names.
+    pub project: String,
+}
+
+/// Message `id` of `business` when it is a spec review notice: sent by the
+/// bus (`_bus`, run `bus`), class RESULT, replying to nothing, in no
+/// thread, with a body that begins as [`spec_notice_lead`] writes it.
+/// Launch notices (`_bus` too) reply to the waiting message, so they are
+/// never taken for one.
+pub fn spec_notice(
+    conn: &Connection,
+    business: &str,
+    id: &str,
+) -> Result<Option<SpecNotice>, Code> {
+    let row: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT m.to_role, m.body FROM messages m
+             WHERE m.id = ?1 AND m.business = ?2 AND m.from_role = ?3 AND m.from_run = ?4
+               AND m.class = 'RESULT' AND m.in_reply_to IS NULL
+               AND NOT EXISTS (SELECT 1 FROM message_threads mt WHERE mt.message = m.id)",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    id,
+                    business,
+                    crate::policy::routing::BUS_SENDER,
+                    crate::policy::routing::BUS_RUN
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
+        .map_err(sql)?;
+    Ok(row.and_then(|(to_role, body)| {
+        spec_notice_project(&body).map(|p| SpecNotice {
+            id: id.to_string(),
+            to_role,
+            project: p.to_string(),
+        })
+    }))
+}
+
+/// Walks the `in_reply_to` chain from `start` (itself included) and returns
+/// the spec review notice it reaches, if any. Every reply names an earlier
+/// message, so the walk ends.
+pub fn reply_chain_notice(
+    conn: &Connection,
+    business: &str,
+    start: &str,
+) -> Result<Option<SpecNotice>, Code> {
+    let mut at = Some(start.to_string());
+    while let Some(id) = at {
+        if let Some(n) = spec_notice(conn, business, &id)? {
+            return Ok(Some(n));
+        }
+        at = conn
+            .prepare_cached("SELECT in_reply_to FROM messages WHERE id = ?1 AND business = ?2")
+            .and_then(|mut s| {
+                s.query_row(params![id, business], |r| r.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map_err(sql)?
+            .flatten();
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod notice_tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_notice_lead_names_its_project_and_nothing_else_does() {
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        let lead = spec_notice_lead("site", c, c);
+        assert!(lead.starts_with("The human saved spec/north-star.md in project site: commit "));
+        assert_eq!(spec_notice_project(&lead), Some("site"));
+        let body = format!("{lead}\nRead the change with read_spec.");
+        assert_eq!(spec_notice_project(&body), Some("site"));
+        for other in [
+            "Message x from pm to cto waits",
+            "The human saved spec/north-star.md in project : commit x",
+            "The human saved spec/north-star.md in project a b: commit x",
+            "The human saved spec/north-star.md in project site commit x",
+            "The human saved docs/plan.md in project site: commit x",
+        ] {
+            assert_eq!(spec_notice_project(other), None, "{other}");
+        }
+    }
+}
