@@ -17,6 +17,9 @@ pub struct LaunchRecord {
     pub transcript: Option<String>,
     /// The thread a run of the thread instance serves (3i row 121).
     pub thread: Option<String>,
+    /// The account the run spends on (3i row 126): written on its usage
+    /// records, kept in memory, never in `session.launched`.
+    pub account: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -34,7 +37,13 @@ struct RawLaunch {
     transcript: Option<String>,
     #[serde(default)]
     thread: Option<String>,
+    #[serde(default)]
+    account: Option<String>,
 }
+
+/// The longest account name a record may carry (the 3i CHECK on
+/// `usage_records.account`).
+pub const ACCOUNT_MAX: usize = 256;
 
 /// Run ids: 1 to 128 of `[A-Za-z0-9._:-]`.
 pub fn is_run_id(s: &str) -> bool {
@@ -77,6 +86,11 @@ impl LaunchRecord {
                 return Err(Code::InvalidLaunch);
             }
         }
+        if let Some(a) = &raw.account {
+            if a.is_empty() || a.len() > ACCOUNT_MAX || a.contains('\0') {
+                return Err(Code::InvalidLaunch);
+            }
+        }
         Ok(LaunchRecord {
             business: raw.business,
             role: raw.role,
@@ -87,6 +101,7 @@ impl LaunchRecord {
             start_time: raw.start_time,
             transcript: raw.transcript,
             thread: raw.thread,
+            account: raw.account,
         })
     }
 
@@ -105,5 +120,62 @@ impl LaunchRecord {
             v["thread"] = serde_json::json!(t);
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record() -> serde_json::Value {
+        json!({"business": "acme", "role": "pm", "run": "run-1", "harness": "pi",
+               "pid": 4242, "startTime": 17})
+    }
+
+    fn with_account(a: serde_json::Value) -> Result<LaunchRecord, Code> {
+        let mut r = record();
+        r["account"] = a;
+        LaunchRecord::from_json(r)
+    }
+
+    #[test]
+    fn account_is_an_optional_bounded_string() {
+        assert_eq!(LaunchRecord::from_json(record()).unwrap().account, None);
+        assert_eq!(with_account(json!(null)).unwrap().account, None);
+        assert_eq!(
+            with_account(json!("team@example")).unwrap().account.as_deref(),
+            Some("team@example")
+        );
+        let longest = "a".repeat(ACCOUNT_MAX);
+        assert_eq!(
+            with_account(json!(longest)).unwrap().account,
+            Some(longest.clone())
+        );
+        for bad in [
+            json!(""),
+            json!("a".repeat(ACCOUNT_MAX + 1)),
+            json!("a\u{0}b"),
+            json!(7),
+            json!(["a"]),
+            json!({"id": "a"}),
+        ] {
+            assert_eq!(with_account(bad.clone()), Err(Code::InvalidLaunch), "{bad}");
+        }
+    }
+
+    #[test]
+    fn identity_never_carries_the_account_or_the_transcript() {
+        let mut r = record();
+        r["account"] = json!("team@example");
+        r["transcript"] = json!("/home/run/session");
+        let rec = LaunchRecord::from_json(r).unwrap();
+        let id = rec.identity_json();
+        let text = id.to_string();
+        assert!(id.get("account").is_none() && !text.contains("team@example"), "{id}");
+        assert!(id.get("transcript").is_none() && !text.contains("/home/run"), "{id}");
+        // The same run with another account or none is the same identity.
+        let plain = LaunchRecord::from_json(record()).unwrap();
+        assert_eq!(plain.identity_json(), id);
     }
 }
