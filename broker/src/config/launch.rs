@@ -144,7 +144,10 @@ mod tests {
         assert_eq!(LaunchRecord::from_json(record()).unwrap().account, None);
         assert_eq!(with_account(json!(null)).unwrap().account, None);
         assert_eq!(
-            with_account(json!("team@example")).unwrap().account.as_deref(),
+            with_account(json!("team@example"))
+                .unwrap()
+                .account
+                .as_deref(),
             Some("team@example")
         );
         let longest = "a".repeat(ACCOUNT_MAX);
@@ -172,8 +175,14 @@ mod tests {
         let rec = LaunchRecord::from_json(r).unwrap();
         let id = rec.identity_json();
         let text = id.to_string();
-        assert!(id.get("account").is_none() && !text.contains("team@example"), "{id}");
-        assert!(id.get("transcript").is_none() && !text.contains("/home/run"), "{id}");
+        assert!(
+            id.get("account").is_none() && !text.contains("team@example"),
+            "{id}"
+        );
+        assert!(
+            id.get("transcript").is_none() && !text.contains("/home/run"),
+            "{id}"
+        );
         // The same run with another account or none is the same identity.
         let plain = LaunchRecord::from_json(record()).unwrap();
         assert_eq!(plain.identity_json(), id);
