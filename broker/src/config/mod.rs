@@ -325,7 +325,7 @@ mod tests {
                 "a launch with an unknown key",
                 |c| {
                     let mut l = launch();
-                    l["account"] = json!("x");
+                    l["surprise"] = json!("x");
                     c["launches"] = json!([l]);
                 },
                 Some(Code::InvalidLaunch),
