@@ -87,7 +87,7 @@ fn sql_update_delete_and_replace_are_refused_by_the_database() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3g");
+    assert_eq!(v, "3i");
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }
@@ -520,7 +520,10 @@ fn populate_every_table(c: &Connection) {
          INSERT INTO thread_opens(thread, by, at)
          VALUES ('t1', 'Ada', '2099-01-01T00:00:12.000Z');
          INSERT INTO instance_names(business, instance, name, by_role, by_run, at)
-         VALUES ('acme', 'pm', 'lead', 'human', 'human-cli', '2099-01-01T00:00:13.000Z');",
+         VALUES ('acme', 'pm', 'lead', 'human', 'human-cli', '2099-01-01T00:00:13.000Z');
+         INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at)
+         VALUES ('acme', 'r2', 'cto', 'm1', 'claude-code', 'baseline', '{\"bytes\":0}',
+           '2099-01-01T00:00:14.000Z');",
     )
     .unwrap();
 }
@@ -667,7 +670,7 @@ fn each_tampering_of_the_store_file_refuses_with_its_code() {
     assert_eq!(open_code(&db), Some(Code::SchemaMetadata));
 
     // An older and a newer version, the schema otherwise intact.
-    for version in ["3a", "3i", ""] {
+    for version in ["3a", "3g", "3h", "3j", ""] {
         let (_d, db) = fresh();
         behind_the_guard(
             &db,

@@ -40,5 +40,17 @@ pub const VERSIONS: &[Pin<'static>] = &[
         sha256: "c394e96a8fdeb12aebf05f07833f181b2da8b4ca38a1d16d0f87789fda3b2688",
         master: "5e45b29945d2435dae7f57afdc70f17fe9976da5735034f99a00223994ea3987",
     },
+    Pin {
+        version: "3g",
+        sql: include_str!("../fixtures/schema-3g.sql"),
+        sha256: "a39d51ec3c21b45d31e5d4f36b6c943f8844cfc12b11edf2b35b5dbccc85ef2c",
+        master: "28b08778e34261b18f2f383b46b3c53f30f15e4ed15789077990a6dcb86450fd",
+    },
+    Pin {
+        version: "3h",
+        sql: include_str!("../fixtures/schema-3h.sql"),
+        sha256: "a18db0e5d98adc6f98a3bf707759b94c3c1480147ddcf86e84e97840bf2728af",
+        master: "b5e9110bda18c7bb35423a4340492304e2d7c36e6d667ebba5b4d4a34cd5f4fa",
+    },
     CURRENT,
 ];

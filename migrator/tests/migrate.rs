@@ -136,7 +136,7 @@ fn a_current_store_is_checked_and_left_as_it_was() {
         r.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3g", "to": "3g", "steps": []})
+            json!({"ok": true, "from": "3i", "to": "3i", "steps": []})
         )
     );
     assert_eq!(contents(root.path()), before);
@@ -335,8 +335,11 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
             json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
-            json!({"ok": true, "from": "3b", "to": "3g",
-                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e", "3e-to-3f", "3f-to-3g"]}),
+            json!({"step": "3g-to-3h", "from": "3g", "to": "3h"}),
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3b", "to": "3i",
+                   "steps": ["3b-to-3c", "3c-to-3d", "3d-to-3e", "3e-to-3f", "3f-to-3g",
+                             "3g-to-3h", "3h-to-3i"]}),
         ]
     );
     // Same schema as a new store, every old row kept, the epoch recorded once.
@@ -381,7 +384,7 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
         again.stdout,
         format!(
             "{}\n",
-            json!({"ok": true, "from": "3g", "to": "3g", "steps": []})
+            json!({"ok": true, "from": "3i", "to": "3i", "steps": []})
         )
     );
 
@@ -558,8 +561,10 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
             json!({"step": "3d-to-3e", "from": "3d", "to": "3e"}),
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
             json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
-            json!({"ok": true, "from": "3d", "to": "3g",
-                   "steps": ["3d-to-3e", "3e-to-3f", "3f-to-3g"]}),
+            json!({"step": "3g-to-3h", "from": "3g", "to": "3h"}),
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3d", "to": "3i",
+                   "steps": ["3d-to-3e", "3e-to-3f", "3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
     // The same schema, entry by entry, as a store the broker makes new.
@@ -741,7 +746,10 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
         [
             json!({"step": "3e-to-3f", "from": "3e", "to": "3f"}),
             json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
-            json!({"ok": true, "from": "3e", "to": "3g", "steps": ["3e-to-3f", "3f-to-3g"]}),
+            json!({"step": "3g-to-3h", "from": "3g", "to": "3h"}),
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3e", "to": "3i",
+                   "steps": ["3e-to-3f", "3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
     // The same schema, entry by entry, as a store the broker makes new.
@@ -879,7 +887,10 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
         lines,
         [
             json!({"step": "3f-to-3g", "from": "3f", "to": "3g"}),
-            json!({"ok": true, "from": "3f", "to": "3g", "steps": ["3f-to-3g"]}),
+            json!({"step": "3g-to-3h", "from": "3g", "to": "3h"}),
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3f", "to": "3i",
+                   "steps": ["3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
     let fresh = data_root();
@@ -1020,7 +1031,7 @@ impl Synthetic {
     }
 
     fn pins(&self) -> Vec<Pin<'_>> {
-        ["3g", "3g-t1", "3g-t2"]
+        ["3i", "3i-t1", "3i-t2"]
             .iter()
             .enumerate()
             .map(|(i, v)| Pin {
@@ -1036,14 +1047,14 @@ impl Synthetic {
 fn steps_with(second: fn(&Connection) -> rusqlite::Result<Vec<String>>) -> [Step; 2] {
     [
         Step {
-            from: "3g",
-            to: "3g-t1",
-            name: "3g-to-t1",
+            from: "3i",
+            to: "3i-t1",
+            name: "3i-to-t1",
             apply: add_one,
         },
         Step {
-            from: "3g-t1",
-            to: "3g-t2",
+            from: "3i-t1",
+            to: "3i-t2",
             name: "t1-to-t2",
             apply: second,
         },
@@ -1092,20 +1103,20 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let syn = Synthetic::new();
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("migrates");
-    assert_eq!(report.from, "3g");
-    assert_eq!(report.to, "3g-t2");
-    assert_eq!(report.steps, ["3g-to-t1", "t1-to-t2"]);
+    assert_eq!(report.from, "3i");
+    assert_eq!(report.to, "3i-t2");
+    assert_eq!(report.steps, ["3i-to-t1", "t1-to-t2"]);
     assert_eq!(
         lines,
         [
             "one line from the first step".to_string(),
-            json!({"step": "3g-to-t1", "from": "3g", "to": "3g-t1"}).to_string(),
-            json!({"step": "t1-to-t2", "from": "3g-t1", "to": "3g-t2"}).to_string(),
+            json!({"step": "3i-to-t1", "from": "3i", "to": "3i-t1"}).to_string(),
+            json!({"step": "t1-to-t2", "from": "3i-t1", "to": "3i-t2"}).to_string(),
         ]
     );
     let (digest, rows) = contents(root.path());
     assert_eq!(digest, syn.master[2]);
-    assert_eq!(version_of(root.path()), "3g-t2");
+    assert_eq!(version_of(root.path()), "3i-t2");
     // Every evidence row is still there; meta changed only its version and digest.
     let evidence = |rs: &[String]| -> Vec<String> {
         rs.iter()
@@ -1137,7 +1148,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
     assert!(again.steps.is_empty());
-    assert_eq!(again.from, "3g-t2");
+    assert_eq!(again.from, "3i-t2");
 }
 
 #[test]
@@ -1149,7 +1160,7 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
         let (r, _) = run_synthetic(root.path(), &syn, broken);
         assert_eq!(r, Err(Code::MigrationStep));
         // The first step stays; nothing of the second is left.
-        assert_eq!(version_of(root.path()), "3g-t1");
+        assert_eq!(version_of(root.path()), "3i-t1");
         assert!(has_table(root.path(), "extra_one"));
         assert!(!has_table(root.path(), "extra_two"));
         assert_eq!(contents(root.path()).0, syn.master[1]);
@@ -1157,10 +1168,10 @@ fn a_failing_step_rolls_back_alone_and_a_rerun_resumes_after_the_last_good_one()
     }
     let (report, lines) = run_synthetic(root.path(), &syn, add_two);
     let report = report.expect("resumes");
-    assert_eq!(report.from, "3g-t1");
+    assert_eq!(report.from, "3i-t1");
     assert_eq!(report.steps, ["t1-to-t2"]);
     assert_eq!(lines.len(), 1);
-    assert_eq!(version_of(root.path()), "3g-t2");
+    assert_eq!(version_of(root.path()), "3i-t2");
 }
 
 #[test]
@@ -1172,7 +1183,7 @@ fn a_lineage_without_the_next_step_refuses_before_changing_anything() {
     // The first step runs; the missing second refuses; the first stays.
     let r = migrate(root.path(), &syn.pins(), only_first, &mut |_| {});
     assert_eq!(r, Err(Code::MigrationStep));
-    assert_eq!(version_of(root.path()), "3g-t1");
+    assert_eq!(version_of(root.path()), "3i-t1");
     // With no steps at all nothing changes.
     let root = data_root();
     broker_store(root.path());

@@ -5,3 +5,4 @@ pub mod authority;
 pub mod landing;
 pub mod routing;
 pub mod threads;
+pub mod usage;

@@ -16,6 +16,7 @@ pub mod reviews;
 pub mod root;
 pub mod schema;
 pub mod threads;
+pub mod usage;
 pub mod wal_vfs;
 
 use crate::error::Code;

@@ -5,11 +5,11 @@ use sha2::{Digest, Sha256};
 /// The schema this broker runs.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
-pub const SCHEMA_VERSION: &str = "3g";
+pub const SCHEMA_VERSION: &str = "3i";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "a39d51ec3c21b45d31e5d4f36b6c943f8844cfc12b11edf2b35b5dbccc85ef2c";
+pub const SCHEMA_SHA256: &str = "7c63d02880d31b42a2f25d9a0d4f3e0f83bfc3007eca271256f01ab38cb6c73b";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "28b08778e34261b18f2f383b46b3c53f30f15e4ed15789077990a6dcb86450fd";
+pub const MASTER_SHA256: &str = "cf3aaa4310148ad8e52b850ed5c9677f65171a9081a163060752e3c149ff1614";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also
@@ -46,6 +46,7 @@ pub const EVIDENCE_TABLES: &[&str] = &[
     "message_threads",
     "thread_opens",
     "instance_names",
+    "usage_records",
 ];
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

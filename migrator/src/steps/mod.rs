@@ -13,6 +13,8 @@ mod s3c_to_3d;
 mod s3d_to_3e;
 mod s3e_to_3f;
 mod s3f_to_3g;
+mod s3g_to_3h;
+mod s3h_to_3i;
 
 use rusqlite::Connection;
 
@@ -56,5 +58,17 @@ pub const STEPS: &[Step] = &[
         to: "3g",
         name: "3f-to-3g",
         apply: s3f_to_3g::apply,
+    },
+    Step {
+        from: "3g",
+        to: "3h",
+        name: "3g-to-3h",
+        apply: s3g_to_3h::apply,
+    },
+    Step {
+        from: "3h",
+        to: "3i",
+        name: "3h-to-3i",
+        apply: s3h_to_3i::apply,
     },
 ];
