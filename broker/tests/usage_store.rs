@@ -106,9 +106,15 @@ fn each_kind_is_appended_with_the_clock_and_found_again_by_run_source_and_turn()
         usage_outcome(c, "run-1", "claude-code", "m2").unwrap(),
         Some(unknown)
     );
-    assert_eq!(usage_baseline(c, "run-1", "claude-code", "m2").unwrap(), None);
+    assert_eq!(
+        usage_baseline(c, "run-1", "claude-code", "m2").unwrap(),
+        None
+    );
     assert_eq!(usage_outcome(c, "run-1", "pi", "m1").unwrap(), None);
-    assert_eq!(usage_outcome(c, "run-2", "claude-code", "m1").unwrap(), None);
+    assert_eq!(
+        usage_outcome(c, "run-2", "claude-code", "m1").unwrap(),
+        None
+    );
     drop(s);
     // The rows pass the open-time checks (every `at` canonical and increasing).
     Store::open(&db).expect("reopens");
@@ -189,26 +195,40 @@ fn the_database_refuses_malformed_rows_and_edits() {
     let at = "'2099-01-01T00:00:00.000Z'";
     for bad in [
         // known without all four counts
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind, input, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', 1, {at})"),
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, input, at)
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', 1, {at})"
+        ),
         // a negative count
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind,
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind,
                    input, output, cache_write, cache_read, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', -1, 0, 0, 0, {at})"),
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', -1, 0, 0, 0, {at})"
+        ),
         // a count stored as text
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind,
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind,
                    input, output, cache_write, cache_read, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', '1x', 0, 0, 0, {at})"),
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'known', '1x', 0, 0, 0, {at})"
+        ),
         // unknown without a code, baseline that is no object, a kind outside the three
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'unknown', {at})"),
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'baseline', '[1]', {at})"),
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind, code, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'other', 'x', {at})"),
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, at)
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'unknown', {at})"
+        ),
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at)
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'baseline', '[1]', {at})"
+        ),
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, code, at)
+                 VALUES ('acme', 'r', 'cto', 'm3', 's', 'other', 'x', {at})"
+        ),
         // an empty source
-        format!("INSERT INTO usage_records(business, run, role, turn, source, kind, code, at)
-                 VALUES ('acme', 'r', 'cto', 'm3', '', 'unknown', 'x', {at})"),
+        format!(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, code, at)
+                 VALUES ('acme', 'r', 'cto', 'm3', '', 'unknown', 'x', {at})"
+        ),
     ] {
         assert!(insert(&bad).is_err(), "{bad}");
     }

@@ -199,7 +199,10 @@ mod tests {
         assert_eq!(exact(0), json!(0));
         assert_eq!(exact((1 << 53) - 1), json!(9_007_199_254_740_991u64));
         assert_eq!(exact(1 << 53), json!("9007199254740992"));
-        assert_eq!(exact(u128::from(u64::MAX) + 1), json!("18446744073709551616"));
+        assert_eq!(
+            exact(u128::from(u64::MAX) + 1),
+            json!("18446744073709551616")
+        );
     }
 
     #[test]

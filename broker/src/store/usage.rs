@@ -77,10 +77,7 @@ const COLUMNS: &str = "seq, business, run, role, turn, source, kind, provider, m
 /// A second baseline, or a second outcome, for the same `(run, source,
 /// turn)` is refused by the store (`storage-unavailable`): callers replay
 /// through [`usage_baseline`] / [`usage_outcome`] first.
-pub fn append_usage_record(
-    t: &mut Tx<'_>,
-    r: &NewUsageRecord<'_>,
-) -> Result<UsageRecord, Code> {
+pub fn append_usage_record(t: &mut Tx<'_>, r: &NewUsageRecord<'_>) -> Result<UsageRecord, Code> {
     t.tokens.check_all(&[
         Some(r.business),
         Some(r.run),
