@@ -945,6 +945,281 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
     bus.release_lock();
 }
 
+/// The rows of `usage_records` (every column, `seq` first) and the table's
+/// `sqlite_sequence` counter.
+fn usage_rows(c: &Connection) -> (Vec<String>, Option<i64>) {
+    let mut s = c
+        .prepare("SELECT * FROM usage_records ORDER BY seq")
+        .expect("prepare");
+    let n = s.column_count();
+    let mut q = s.query([]).expect("query");
+    let mut rows = Vec::new();
+    while let Some(r) = q.next().expect("row") {
+        let v: Vec<String> = (0..n)
+            .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+            .collect();
+        rows.push(v.join(" | "));
+    }
+    let counter = c
+        .query_row(
+            "SELECT max(seq) FROM sqlite_sequence WHERE name = 'usage_records'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("counter");
+    (rows, counter)
+}
+
+/// A populated 3h store with usage records a 3h broker wrote (account
+/// null): a turn with a baseline and its known outcome, an unknown one and
+/// a pending baseline; the table's counter stands at 40, past its last row.
+fn store_3h_with_usage(root: &Path) {
+    store_populated(root, "3h");
+    let c = db(root);
+    c.execute_batch(
+        "INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at) VALUES
+           ('acme', 'run-0', 'r0', 'm-1', 'claude-code', 'baseline',
+            '{\"file\":\"9f86d0\",\"bytes\":10}', '2026-11-01T10:00:05.000Z');
+         INSERT INTO usage_records(business, run, role, turn, source, kind, provider, model,
+           input, output, cache_write, cache_read, at) VALUES
+           ('acme', 'run-0', 'r0', 'm-1', 'claude-code', 'known', 'anthropic', 'claude-opus',
+            9007199254740993, 9223372036854775807, 3, 4, '2026-11-01T10:00:05.001Z');
+         INSERT INTO usage_records(seq, business, run, role, turn, source, kind, code, at) VALUES
+           (17, 'acme', 'run-a', 'assistant', 'm-2', 'claude-code', 'unknown',
+            'usage-parse-failed', '2026-11-01T10:00:05.002Z');
+         INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at) VALUES
+           ('acme', 'run-a', 'assistant', 'm-1', 'pi', 'baseline', '{\"bytes\":0}',
+            '2026-11-01T10:00:05.003Z');
+         UPDATE sqlite_sequence SET seq = 40 WHERE name = 'usage_records';",
+    )
+    .expect("3h usage records");
+    // 3h reserves the account: a record can't carry one yet.
+    let err = c
+        .execute(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, code, account, at)
+             VALUES ('acme', 'run-0', 'r0', 'm-2', 'pi', 'unknown', 'x', 'work',
+               '2026-11-01T10:00:06.000Z')",
+            [],
+        )
+        .expect_err("account is reserved at 3h");
+    assert!(err.to_string().contains("CHECK"), "{err}");
+}
+
+/// 3g → 3h (3i row 124): a populated 3g store (names, a message sent by
+/// name) gains the empty, append-only `usage_records`; every row is kept
+/// and the schema after 3h → 3i matches a new store's.
+#[test]
+fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
+    let root = data_root();
+    store_populated(root.path(), "3g");
+    db(root.path())
+        .execute_batch(
+            "INSERT INTO instance_names(business, instance, name, by_role, by_run, at) VALUES
+               ('acme', 'r1', 'lead', 'human', 'human-cli', '2026-11-01T10:00:05.000Z');
+             INSERT INTO messages(id, business, from_role, from_run, to_role, to_name, class,
+               body, at) VALUES ('m-3', 'acme', 'r0', 'run-0', 'r1', 'lead', 'STAFF-REQUEST',
+               'two devs', '2026-11-01T10:00:05.001Z');",
+        )
+        .expect("3g evidence");
+    let before = rows_3e(root.path());
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+    assert_eq!(rows_3e(root.path()), before, "the refusal changed nothing");
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"step": "3g-to-3h", "from": "3g", "to": "3h"}),
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3g", "to": "3i", "steps": ["3g-to-3h", "3h-to-3i"]}),
+        ]
+    );
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root.path());
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    // Every row as it was (rows_3e lists every table; usage_records is empty
+    // and has no counter yet).
+    assert_eq!(rows_3e(root.path()), before);
+    assert_eq!(usage_rows(&migrated), (Vec::new(), None));
+    drop(migrated);
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    Store::open(&bus.db_path()).expect("the broker opens the migrated store");
+    bus.release_lock();
+}
+
+/// 3h → 3i (3i row 126, L289): usage records written at 3h come through the
+/// rebuild with their `seq`, every column and the table's counter; the
+/// account may then be set; nothing of the old table is left.
+#[test]
+fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
+    let root = data_root();
+    store_3h_with_usage(root.path());
+    let before = rows_3e(root.path());
+    let usage_before = usage_rows(&db(root.path()));
+    assert_eq!(usage_before.0.len(), 4);
+    assert_eq!(usage_before.1, Some(40));
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
+
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{}\n{}\n",
+            json!({"step": "3h-to-3i", "from": "3h", "to": "3i"}),
+            json!({"ok": true, "from": "3h", "to": "3i", "steps": ["3h-to-3i"]})
+        )
+    );
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root.path());
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    assert_eq!(
+        master_digest(&migrated).expect("digest"),
+        schema::CURRENT.master
+    );
+    // Every row of every table (usage_records' too, seq first) and every
+    // sqlite_sequence counter as before; no usage_records_3h anywhere.
+    assert_eq!(rows_3e(root.path()), before);
+    assert_eq!(usage_rows(&migrated), usage_before);
+    let seqs: Vec<i64> = migrated
+        .prepare("SELECT seq FROM usage_records ORDER BY seq")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|r| r.expect("seq"))
+        .collect();
+    assert_eq!(seqs, [1, 2, 17, 18]);
+    let accounts: i64 = migrated
+        .query_row(
+            "SELECT count(*) FROM usage_records WHERE account IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(accounts, 0, "3h records keep a null account");
+    let leftovers: i64 = migrated
+        .query_row(
+            "SELECT (SELECT count(*) FROM sqlite_master WHERE name LIKE '%_3h%')
+                  + (SELECT count(*) FROM sqlite_sequence WHERE name = 'usage_records_3h')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(leftovers, 0);
+    // The next record continues from the carried counter and may carry an
+    // account of 1 to 256 characters.
+    let insert = |account: &str, at: &str| {
+        migrated.execute(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, code, account, at)
+             VALUES ('acme', 'run-0', 'r0', 'm-2', 'pi', 'unknown', 'usage-source-absent', ?1, ?2)",
+            [account, at],
+        )
+    };
+    let long = "a".repeat(257);
+    for bad in ["", long.as_str()] {
+        let err = insert(bad, "2026-11-02T10:00:00.000Z").expect_err("bad account");
+        assert!(err.to_string().contains("CHECK"), "{err}");
+    }
+    insert("work", "2026-11-02T10:00:00.000Z").expect("an account");
+    let (seq, account): (i64, String) = migrated
+        .query_row(
+            "SELECT seq, account FROM usage_records ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("last");
+    assert_eq!((seq, account.as_str()), (41, "work"));
+    // The guards came back, and the unique indexes still stop a second outcome.
+    for sql in [
+        "UPDATE usage_records SET account = 'x'",
+        "DELETE FROM usage_records",
+        "INSERT OR REPLACE INTO usage_records SELECT * FROM usage_records WHERE seq = 1",
+    ] {
+        let err = migrated.execute(sql, []).expect_err("append-only");
+        assert!(err.to_string().contains("append-only"), "{sql}: {err}");
+    }
+    let err = migrated
+        .execute(
+            "INSERT INTO usage_records(business, run, role, turn, source, kind, code, at)
+             VALUES ('acme', 'run-0', 'r0', 'm-1', 'claude-code', 'unknown', 'x',
+               '2026-11-02T10:00:01.000Z')",
+            [],
+        )
+        .expect_err("a second outcome");
+    assert!(err.to_string().contains("UNIQUE"), "{err}");
+    drop(migrated);
+    let bus = BusDir::acquire(root.path()).expect("lock");
+    Store::open(&bus.db_path()).expect("the broker opens the migrated store");
+    bus.release_lock();
+}
+
+/// The shipped 3h → 3i step, then a failure inside the same transaction.
+fn rebuild_then_fail(c: &Connection) -> rusqlite::Result<Vec<String>> {
+    let step = steps::STEPS
+        .iter()
+        .find(|s| s.name == "3h-to-3i")
+        .expect("the shipped step");
+    (step.apply)(c)?;
+    Err(rusqlite::Error::QueryReturnedNoRows)
+}
+
+/// A 3h → 3i that fails, after its rebuild or at its final pin check,
+/// leaves the store exactly at 3h: the old table, its rows, counter,
+/// indexes and guards; a rerun of the shipped step then completes.
+#[test]
+fn a_failing_3h_to_3i_leaves_the_store_at_3h() {
+    let root = data_root();
+    store_3h_with_usage(root.path());
+    let before = contents(root.path());
+    let usage_before = usage_rows(&db(root.path()));
+    let master_before = master_rows(&db(root.path()));
+    let versions = lineage::VERSIONS;
+    let at_3h = versions.iter().position(|p| p.version == "3h").expect("3h");
+    let shipped = steps::STEPS
+        .iter()
+        .find(|s| s.name == "3h-to-3i")
+        .expect("the shipped step");
+    // A target pin the rebuild can't match.
+    let mut wrong = versions[at_3h + 1];
+    wrong.master = "0000";
+    let failing = Step {
+        apply: rebuild_then_fail,
+        ..*shipped
+    };
+    for (pins, step) in [
+        (vec![versions[at_3h], wrong], *shipped),
+        (vec![versions[at_3h], versions[at_3h + 1]], failing),
+    ] {
+        let r = migrate(root.path(), &pins, &[step], &mut |_| {});
+        assert_eq!(r, Err(Code::MigrationStep));
+        assert_eq!(version_of(root.path()), "3h");
+        assert_eq!(contents(root.path()), before);
+        assert_eq!(usage_rows(&db(root.path())), usage_before);
+        assert_eq!(master_rows(&db(root.path())), master_before);
+        assert!(!root.path().join("bus/writer.lock").exists());
+    }
+    let r = cli(&[path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(version_of(root.path()), "3i");
+    assert_eq!(usage_rows(&db(root.path())), usage_before);
+}
+
 #[test]
 fn the_shipped_lineage_is_pinned_and_ends_where_the_broker_runs() {
     for pin in lineage::VERSIONS {
