@@ -460,3 +460,366 @@ fn a_spec_read_held_in_git_does_not_delay_an_unrelated_send() {
     assert_eq!(res(&r)["content"], json!("v1\n"));
     w.b.close();
 }
+
+/// A broker over `biz` with `projects` (key → repository path), and the
+/// runs of `roles` bound and holding their roles.
+struct Cited {
+    root: tempfile::TempDir,
+    b: Broker,
+    caps: std::collections::BTreeMap<String, String>,
+    _runs: Vec<Sleeper>,
+}
+
+impl Cited {
+    fn start(mut biz: Value, projects: &[(&str, &Path)], roles: &[&str]) -> Cited {
+        let root = data_root();
+        let p: serde_json::Map<String, Value> = projects
+            .iter()
+            .map(|(k, r)| (k.to_string(), json!({"repo": r.to_str().expect("utf-8")})))
+            .collect();
+        biz["projects"] = Value::Object(p);
+        let config = json!({
+            "dataRoot": root.path().to_str().expect("utf-8"),
+            "businesses": {"acme": biz},
+            "readers": ["acme"],
+        });
+        let (mut b, reply) = Broker::spawn(root.path(), config);
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        let mut caps = std::collections::BTreeMap::new();
+        let mut runs = Vec::new();
+        for role in roles {
+            let s = sleeper();
+            let cap = b.bind(role, &format!("run-{role}"), s.id());
+            res(&b.call(&cap, "role.claim", Value::Null));
+            caps.insert(role.to_string(), cap);
+            runs.push(s);
+        }
+        Cited {
+            root,
+            b,
+            caps,
+            _runs: runs,
+        }
+    }
+
+    fn call(&self, role: &str, verb: &str, args: Value) -> Value {
+        self.b.call(&self.caps[role], verb, args)
+    }
+
+    /// `decision.raise` of `action` by `role`, with `extra` args merged in.
+    fn raise(&self, role: &str, action: &str, extra: Value) -> Value {
+        let mut args = json!({
+            "action": action, "question": "Do it?",
+            "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+            "recommendation": "yes", "blocking": false,
+        });
+        if let (Some(a), Value::Object(x)) = (args.as_object_mut(), extra) {
+            a.extend(x);
+        }
+        self.call(role, "decision.raise", args)
+    }
+
+    /// The stored `(class, routed_to, project, spec_path, spec_commit)` of a decision.
+    fn stored(&self, id: &Value) -> Vec<Value> {
+        db(self.root.path())
+            .query_row(
+                "SELECT class, routed_to, project, spec_path, spec_commit FROM decisions WHERE id = ?1",
+                [id.as_str().expect("id")],
+                |r| {
+                    let s = |i: usize| r.get::<_, Option<String>>(i);
+                    Ok(vec![json!(s(0)?), json!(s(1)?), json!(s(2)?), json!(s(3)?), json!(s(4)?)])
+                },
+            )
+            .expect("decision row")
+    }
+}
+
+/// `{project, spec_path, spec_commit}` citing `commit` of `project`.
+fn cite(project: &str, commit: &str) -> Value {
+    json!({"project": project, "spec_path": "spec/north-star.md", "spec_commit": commit})
+}
+
+#[test]
+fn a_cited_raise_checks_the_current_confirmed_spec_and_stores_its_citation() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\nv1\n", "Ada");
+    let docs_only = Repo::new();
+    docs_only.commit("docs/plan.md", "# Plan\n", "Ada");
+    let plain = tempfile::tempdir().expect("tempdir");
+    let w = Cited::start(
+        business(),
+        &[
+            ("site", repo.path()),
+            ("nospec", docs_only.path()),
+            ("plain", plain.path()),
+        ],
+        &["pm", "cto", "dev"],
+    );
+
+    // A cited gated raise of a routed action goes to the arbiter of its
+    // domain (delivery by default, technical when asked); the class stays
+    // gated, and the citation is stored.
+    let d = res(&w.raise("dev", "prd.approve", cite("site", &c1))).clone();
+    assert_eq!(
+        (&d["class"], &d["routed_to"]),
+        (&json!("gated"), &json!("pm"))
+    );
+    assert_eq!(
+        (&d["spec_path"], &d["spec_commit"]),
+        (&json!("spec/north-star.md"), &json!(c1))
+    );
+    assert_eq!(
+        w.stored(&d["id"]),
+        [
+            json!("gated"),
+            json!("pm"),
+            json!("site"),
+            json!("spec/north-star.md"),
+            json!(c1)
+        ]
+    );
+    let mut tech = cite("site", &c1);
+    tech["domain"] = json!("technical");
+    let t = res(&w.raise("dev", "policy.change", tech)).clone();
+    assert_eq!(
+        (&t["class"], &t["routed_to"]),
+        (&json!("gated"), &json!("cto"))
+    );
+
+    // Uncited, the same raise goes to the human and stores no citation
+    // (a project alone is no citation).
+    let u = res(&w.raise("dev", "prd.approve", json!({"project": "site"}))).clone();
+    assert_eq!(
+        w.stored(&u["id"]),
+        [
+            json!("gated"),
+            json!("human"),
+            json!("site"),
+            Value::Null,
+            Value::Null
+        ]
+    );
+    // A hard wait goes to the human, cited or not; so does a raise by the
+    // arbiter of its own domain (the class stays gated).
+    let h = res(&w.raise("dev", "deploy", cite("site", &c1))).clone();
+    assert_eq!(
+        (&h["class"], &h["routed_to"]),
+        (&json!("gated"), &json!("human"))
+    );
+    assert_eq!(h["spec_commit"], json!(c1));
+    let own = res(&w.raise("pm", "prd.approve", cite("site", &c1))).clone();
+    assert_eq!(
+        (&own["class"], &own["routed_to"]),
+        (&json!("gated"), &json!("human"))
+    );
+    // A cross-role raise routes as ever, cited or not.
+    let x = res(&w.raise("pm", "git.merge.protected", cite("site", &c1))).clone();
+    assert_eq!(
+        (&x["class"], &x["routed_to"]),
+        (&json!("cross-role"), &json!("human"))
+    );
+
+    // The arbiter resolves the cited one; the human may not.
+    let human = ShimSession::human(&w.b);
+    assert_eq!(
+        err(&human.call("decision.resolve", json!({"id": d["id"], "choice": "yes"}))),
+        "not-resolver"
+    );
+    let closed = res(&w.call(
+        "pm",
+        "decision.resolve",
+        json!({"id": d["id"], "choice": "yes"}),
+    ))
+    .clone();
+    assert_eq!(closed["kind"], json!("resolved"));
+
+    // A later docs commit does not change the spec's file commit: c1 is
+    // still current, and the head is no spec commit.
+    let d1 = repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
+    res(&w.raise("dev", "prd.approve", cite("site", &c1)));
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &d1))),
+        "stale-spec"
+    );
+
+    // An agent's later spec change: the human's older commit is stale, and
+    // the current one is unconfirmed.
+    let c2 = repo.commit("spec/north-star.md", "# North star\nv2\n", "cto.cto");
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &c1))),
+        "stale-spec"
+    );
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &c2))),
+        "spec-unconfirmed"
+    );
+    // A commit that was never there is stale too.
+    let nowhere = "0123456789abcdef0123456789abcdef01234567";
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", nowhere))),
+        "stale-spec"
+    );
+    // The human confirms it again: c3 is citable.
+    let c3 = repo.commit("spec/north-star.md", "# North star\nv3\n", "Ada");
+    let d3 = res(&w.raise("dev", "prd.approve", cite("site", &c3))).clone();
+    assert_eq!(d3["spec_commit"], json!(c3));
+
+    // Later commits never rewrite a settled decision's citation or state.
+    assert_eq!(w.stored(&d["id"])[4], json!(c1));
+
+    // Incomplete or malformed citations.
+    let sha = c3.as_str();
+    for bad in [
+        json!({"spec_path": "spec/north-star.md", "spec_commit": sha}),
+        json!({"project": "site", "spec_path": "spec/north-star.md"}),
+        json!({"project": "site", "spec_commit": sha}),
+        json!({"spec_commit": sha}),
+        json!({"project": "site", "spec_path": "docs/plan.md", "spec_commit": sha}),
+        json!({"project": "site", "spec_path": "spec/north-star.md", "spec_commit": &sha[..12]}),
+        json!({"project": "site", "spec_path": "spec/north-star.md", "spec_commit": sha.to_uppercase()}),
+        json!({"project": "site", "spec_path": "spec/north-star.md", "spec_commit": "HEAD"}),
+        json!({"project": "site", "spec_path": "spec/north-star.md", "spec_commit": 7}),
+    ] {
+        assert_eq!(
+            err(&w.raise("dev", "prd.approve", bad.clone())),
+            "invalid-spec-citation",
+            "{bad}"
+        );
+    }
+    // The reader's codes: an unknown project, a spec never committed, a
+    // directory that is no repository.
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("other", sha))),
+        "unknown-project"
+    );
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("nospec", sha))),
+        "project-file-missing"
+    );
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("plain", sha))),
+        "project-unavailable"
+    );
+    // The raise's own checks still come first: no Git is read for them.
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", json!({"project": "site", "spec_path": "spec/north-star.md", "spec_commit": sha, "choice": "yes"}))),
+        "invalid-choice"
+    );
+    // A run that no longer holds its role.
+    res(&w.call("cto", "role.release", Value::Null));
+    assert_eq!(
+        err(&w.raise("cto", "prd.approve", cite("site", sha))),
+        "not-holder"
+    );
+
+    // Every refusal left action.refused for decision.raise against the raiser.
+    let refused = refusals(w.root.path());
+    let codes: Vec<(&str, &str, &str)> = refused
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or("?"),
+                r[3].as_str().unwrap_or("?"),
+                r[4].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    let mut want = vec![("dev", "decision.raise", "stale-spec"); 2];
+    want.push(("dev", "decision.raise", "spec-unconfirmed"));
+    want.push(("dev", "decision.raise", "stale-spec"));
+    want.extend([("dev", "decision.raise", "invalid-spec-citation"); 9]);
+    want.extend([
+        ("dev", "decision.raise", "unknown-project"),
+        ("dev", "decision.raise", "project-file-missing"),
+        ("dev", "decision.raise", "project-unavailable"),
+        ("dev", "decision.raise", "invalid-choice"),
+        ("cto", "decision.raise", "not-holder"),
+    ]);
+    // The human's not-resolver came first.
+    assert_eq!(refused[0][4], json!("not-resolver"));
+    assert_eq!(codes[1..], want[..]);
+    w.b.close();
+}
+
+#[test]
+fn a_cited_role_revoke_goes_to_the_arbiter_whose_approval_the_revoke_then_uses() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let mut biz = business();
+    biz["roles"]["aide"] = json!({"definition": "assistant",
+                                  "authority": {"withinRole": [], "crossRole": []}});
+    let w = Cited::start(biz, &[("site", repo.path())], &["pm", "cto", "dev"]);
+    let target = |t: &str| {
+        let mut a = cite("site", &c1);
+        a["target"] = json!(t);
+        a
+    };
+
+    // Uncited: the human. Cited: the delivery arbiter (gated either way).
+    let uncited = res(&w.raise("cto", "role.revoke", json!({"target": "dev"}))).clone();
+    assert_eq!(
+        (&uncited["class"], &uncited["routed_to"]),
+        (&json!("gated"), &json!("human"))
+    );
+    let d = res(&w.raise("cto", "role.revoke", target("dev"))).clone();
+    assert_eq!(
+        (&d["class"], &d["routed_to"]),
+        (&json!("gated"), &json!("pm"))
+    );
+    assert_eq!(
+        (&d["target"], &d["target_holder"]),
+        (&json!("dev"), &json!("run-dev"))
+    );
+    assert_eq!(
+        w.stored(&d["id"]),
+        [
+            json!("gated"),
+            json!("pm"),
+            json!("site"),
+            json!("spec/north-star.md"),
+            json!(c1)
+        ]
+    );
+    // The arbiter raising it itself: the human.
+    let own = res(&w.raise("pm", "role.revoke", target("dev"))).clone();
+    assert_eq!(own["routed_to"], json!("human"));
+    // The END_PROTECTED assistant: the human, cited or not (Q169).
+    let aide = res(&w.raise("cto", "role.revoke", target("aide"))).clone();
+    assert_eq!(
+        (&aide["class"], &aide["routed_to"]),
+        (&json!("gated"), &json!("human"))
+    );
+
+    // Before the arbiter resolves, the revoke has no approval; after, it
+    // revokes the holder the decision named.
+    let revoke = json!({"role": "dev", "decision": d["id"]});
+    assert_eq!(
+        err(&w.call("cto", "role.revoke", revoke.clone())),
+        "decision-not-approved"
+    );
+    assert_eq!(
+        err(&w.call(
+            "cto",
+            "decision.resolve",
+            json!({"id": d["id"], "choice": "yes"})
+        )),
+        "not-resolver"
+    );
+    res(&w.call(
+        "pm",
+        "decision.resolve",
+        json!({"id": d["id"], "choice": "yes"}),
+    ));
+    let r = res(&w.call("cto", "role.revoke", revoke.clone())).clone();
+    assert_eq!(
+        (&r["role"], &r["run"], &r["op"]),
+        (&json!("dev"), &json!("run-dev"), &json!("revoke"))
+    );
+    assert_eq!(
+        err(&w.call("dev", "message.receive", Value::Null)),
+        "not-holder"
+    );
+    // Nobody holds dev now: a second revoke has no one to end.
+    assert_eq!(err(&w.call("cto", "role.revoke", revoke)), "not-held");
+    w.b.close();
+}

@@ -142,6 +142,32 @@ pub fn route(business: &Business, raiser: &str, class: Class, domain: Option<Dom
     }
 }
 
+/// Where a raise goes (`decisions.routed_to`), given whether it cites the
+/// project's current, confirmed spec (`cited`; the Git side checked that).
+///
+/// REQ-DEC-2 (3i row 139): a cited gated raise whose action is not a hard
+/// wait routes as a cross-role one does, to the arbiter of its domain (the
+/// human when that arbiter is the raiser) while its class stays gated. A
+/// hard wait routes to the human cited or not, and so does a `role.revoke`
+/// of an END_PROTECTED instance (Q169): no arbiter resolves either. Every
+/// other raise routes as [`route`] says.
+pub fn route_raise(
+    business: &Business,
+    raiser: &str,
+    action: &str,
+    target: Option<&str>,
+    class: Class,
+    domain: Option<Domain>,
+    cited: bool,
+) -> String {
+    let protected_revoke =
+        action == "role.revoke" && target.is_some_and(|t| end_protected(business, t));
+    if cited && class == Class::Gated && actions::routed(action) && !protected_revoke {
+        return route(business, raiser, Class::CrossRole, domain);
+    }
+    route(business, raiser, class, domain)
+}
+
 /// The name an address goes by in the messaging lists: `human` for the
 /// human, a role instance's definition (its instance key when it has none).
 /// `None` for an address that is neither.
@@ -345,6 +371,51 @@ mod tests {
                 "{raiser} {class:?} {domain:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_cited_gated_raise_routes_to_its_domains_arbiter_unless_a_hard_wait() {
+        let mut b = business();
+        b.roles.insert(
+            "aide".into(),
+            crate::config::business::Role {
+                definition: Some("assistant".into()),
+                ..b.roles["dev"].clone()
+            },
+        );
+        // (raiser, action, target, domain, cited, routed_to)
+        let d = Some(Domain::Technical);
+        let table: &[(&str, &str, Option<&str>, Option<Domain>, bool, &str)] = &[
+            // uncited gated: the human
+            ("dev", "prd.approve", None, None, false, HUMAN),
+            // cited gated, routed: the delivery arbiter, or the technical one
+            ("dev", "prd.approve", None, None, true, "pm"),
+            ("dev", "prd.approve", None, d, true, "cto"),
+            ("dev", "policy.change", None, None, true, "pm"),
+            ("cto", "role.revoke", Some("dev"), None, true, "pm"),
+            ("cto", "role.revoke", Some("dev"), None, false, HUMAN),
+            // the arbiter raised it: the human
+            ("pm", "prd.approve", None, None, true, HUMAN),
+            ("cto", "prd.approve", None, d, true, HUMAN),
+            // hard waits: the human, cited or not
+            ("dev", "deploy", None, None, true, HUMAN),
+            ("dev", "spend", None, d, true, HUMAN),
+            // a revoke of the END_PROTECTED assistant: the human, cited or not
+            ("cto", "role.revoke", Some("aide"), None, true, HUMAN),
+            // within-role and cross-role raises route as ever, cited or not
+            ("dev", "record.write", None, None, true, "dev"),
+            ("dev", "git.merge.protected", None, d, true, "cto"),
+        ];
+        for &(raiser, action, target, domain, cited, to) in table {
+            let class = classify_for(&b, raiser, action, target);
+            assert_eq!(
+                route_raise(&b, raiser, action, target, class, domain, cited),
+                to,
+                "{raiser} {action} {target:?} {domain:?} cited={cited}"
+            );
+        }
+        // The gated class is kept: only the route changes.
+        assert_eq!(classify_for(&b, "dev", "prd.approve", None), Class::Gated);
     }
 
     #[test]

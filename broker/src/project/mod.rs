@@ -38,6 +38,10 @@ pub enum Work {
         human: String,
         commit: Option<String>,
     },
+    /// A cited `decision.raise`: the spec commit cited must be the spec's
+    /// current file commit (`stale-spec`), and confirmed by the business's
+    /// human (`spec-unconfirmed`).
+    SpecCite { human: String, commit: String },
 }
 
 impl Job {
@@ -52,8 +56,27 @@ impl Job {
                 let snap = spec_snapshot(&self.git, &self.repo, human, commit.as_deref())?;
                 Ok(snap.reply(project))
             }
+            Work::SpecCite { human, commit } => {
+                let snap = spec_snapshot(&self.git, &self.repo, human, None)?;
+                check_citation(&snap, commit)?;
+                Ok(json!({"spec_commit": snap.commit, "head": snap.head}))
+            }
         }
     }
+}
+
+/// A citation of `commit` against the spec as it is now: a commit other
+/// than the spec's last changing commit at `HEAD` is stale (a later commit
+/// that changed no spec byte, a docs commit, does not make it so); the
+/// current one must be the human's.
+pub fn check_citation(now: &Snapshot, commit: &str) -> Result<(), Code> {
+    if now.commit != commit {
+        return Err(Code::StaleSpec);
+    }
+    if !now.confirmed {
+        return Err(Code::SpecUnconfirmed);
+    }
+    Ok(())
 }
 
 /// True for a full SHA-1 as Git prints it: 40 lowercase hex digits. No

@@ -166,7 +166,7 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     };
     let verb = env.verb;
     let args = env.args;
-    if verbs::project::is_staged(&verb) {
+    if verbs::project::is_staged(&verb, args.as_ref()) {
         return staged(ctx, stream, id, env.auth, peer, verb, args).await;
     }
     match env.auth {
@@ -232,20 +232,24 @@ async fn staged(
         }
     };
     let (c, v) = (caller.clone(), verb.clone());
-    let job = match ctx
+    let staged = match ctx
         .writer
         .run(move |core| verbs::prepare_staged(core, &c, &v, args))
         .await
     {
-        Ok(Ok(job)) => job,
+        Ok(Ok(staged)) => staged,
         Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
     };
-    let outcome = tokio::task::spawn_blocking(move || job.run())
-        .await
-        .unwrap_or(Err(Code::ProjectUnavailable));
+    let outcome = match staged.job {
+        Some(job) => tokio::task::spawn_blocking(move || job.run())
+            .await
+            .unwrap_or(Err(Code::ProjectUnavailable)),
+        None => Ok(Value::Null),
+    };
+    let then = (staged.then, staged.subject);
     let finished = ctx
         .writer
-        .run(move |core| verbs::finish_staged(core, &caller, &verb, outcome))
+        .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
         .await;
     match finished {
         Ok(Ok(v)) => Answer::Reply(envelope::ok(v, id)),

@@ -42,6 +42,9 @@ pub struct DecisionRow {
     pub requirement_ref: Option<String>,
     pub supersedes: Option<String>,
     pub target_holder: Option<String>,
+    /// The spec cited at raise (3f), both or neither.
+    pub spec_path: Option<String>,
+    pub spec_commit: Option<String>,
     pub at: String,
     /// `resolved` or `withdrawn` once closed.
     pub closed_kind: Option<String>,
@@ -52,7 +55,8 @@ pub struct DecisionRow {
 
 const COLS: &str = "seq, id, business, raised_by_role, raised_by_run, action, target, class, \
     routed_to, domain, question, options, recommendation, approval_choice, blocking, project, \
-    task_ref, requirement_ref, supersedes, target_holder, at, closed_kind, choice, consumed";
+    task_ref, requirement_ref, supersedes, target_holder, at, closed_kind, choice, consumed, \
+    spec_path, spec_commit";
 
 fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
     Ok(DecisionRow {
@@ -80,6 +84,8 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
         closed_kind: r.get(21)?,
         choice: r.get(22)?,
         consumed: r.get::<_, i64>(23)? != 0,
+        spec_path: r.get(24)?,
+        spec_commit: r.get(25)?,
     })
 }
 
@@ -126,6 +132,8 @@ impl DecisionRow {
             "requirement_ref": self.requirement_ref,
             "supersedes": self.supersedes,
             "target_holder": self.target_holder,
+            "spec_path": self.spec_path,
+            "spec_commit": self.spec_commit,
             "at": self.at,
             "state": state,
             "choice": self.choice,
@@ -190,6 +198,8 @@ pub struct NewDecision<'a> {
     pub requirement_ref: Option<&'a str>,
     pub supersedes: Option<&'a str>,
     pub target_holder: Option<&'a str>,
+    pub spec_path: Option<&'a str>,
+    pub spec_commit: Option<&'a str>,
 }
 
 pub fn insert_decision(t: &mut Tx<'_>, d: &NewDecision<'_>) -> Result<Written, Code> {
@@ -209,15 +219,18 @@ pub fn insert_decision(t: &mut Tx<'_>, d: &NewDecision<'_>) -> Result<Written, C
         d.requirement_ref,
         d.supersedes,
         d.target_holder,
+        d.spec_path,
+        d.spec_commit,
     ])?;
     let id = ids::uuid();
     let at = t.now();
     t.tx.execute(
         "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, target,
            class, routed_to, domain, question, options, recommendation, approval_choice,
-           blocking, project, task_ref, requirement_ref, supersedes, target_holder, at)
+           blocking, project, task_ref, requirement_ref, supersedes, target_holder, at,
+           spec_path, spec_commit)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-           ?18, ?19, ?20)",
+           ?18, ?19, ?20, ?21, ?22)",
         params![
             id,
             d.business,
@@ -238,7 +251,9 @@ pub fn insert_decision(t: &mut Tx<'_>, d: &NewDecision<'_>) -> Result<Written, C
             d.requirement_ref,
             d.supersedes,
             d.target_holder,
-            at
+            at,
+            d.spec_path,
+            d.spec_commit
         ],
     )
     .map_err(sql)?;

@@ -100,7 +100,13 @@ fn business_of<'c>(config: &'c BootConfig, id: &str) -> Result<&'c Business, Cod
 
 /// `decision.raise {action, question, options, recommendation, blocking,
 /// domain?, target?, project?, task_ref?, requirement_ref?, supersedes?,
-/// choice?, approvalChoice?}`.
+/// choice?, approvalChoice?, spec_path?, spec_commit?}`.
+///
+/// A raise that cites the spec (`spec_path` with `spec_commit`, and its
+/// `project`) reads the project's Git repository before it is raised: the
+/// server stages it ([`super::project::is_staged`]), the Git side checks the
+/// citation against the current committed spec, and the writer then runs
+/// every usual check again and stores the citation.
 pub struct Raise {
     action: String,
     question: String,
@@ -115,6 +121,29 @@ pub struct Raise {
     requirement_ref: Option<String>,
     supersedes: Option<String>,
     choice: Option<String>,
+    /// `(spec_path, spec_commit)`, checked whole at parse.
+    citation: Option<(String, String)>,
+}
+
+/// The citation's two keys: absent (or null) both, or both a string, with
+/// `project` given, the one spec path and a full SHA-1; anything else is
+/// `invalid-spec-citation`.
+fn parse_citation(
+    project: Option<&str>,
+    path: Option<Value>,
+    commit: Option<Value>,
+) -> Result<Option<(String, String)>, Code> {
+    match (path, commit) {
+        (None, None) => Ok(None),
+        (Some(Value::String(p)), Some(Value::String(c)))
+            if project.is_some()
+                && p == crate::project::SPEC_PATH
+                && crate::project::is_full_sha(&c) =>
+        {
+            Ok(Some((p, c)))
+        }
+        _ => Err(Code::InvalidSpecCitation),
+    }
 }
 
 impl Verb for Raise {
@@ -138,6 +167,8 @@ impl Verb for Raise {
         let supersedes = args.opt_str("supersedes", 64)?;
         let choice = args.opt_str("choice", 160)?;
         let approval = args.take("approvalChoice");
+        let spec_path = args.take_present("spec_path");
+        let spec_commit = args.take_present("spec_commit");
         args.finish()?;
 
         // The three choice checks, in the spec's order.
@@ -172,6 +203,7 @@ impl Verb for Raise {
         {
             return Err(Code::InvalidRequest);
         }
+        let citation = parse_citation(project.as_deref(), spec_path, spec_commit)?;
         Ok(Raise {
             action,
             question,
@@ -186,23 +218,76 @@ impl Verb for Raise {
             requirement_ref,
             supersedes,
             choice,
+            citation,
         })
     }
 
+    /// In process, a cited raise reads Git inline on the caller's thread;
+    /// the server never gets here with one (it stages it).
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let (business_id, role, run) = role_session(caller)?;
-        let config = core.config.clone();
-        let business = business_of(&config, business_id)?;
-        let (class, routed_to) = self.check(business, role)?;
-        if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
-            return self.refuse_route(core, business_id, role, run);
+        if let Some(job) = self.prepare(core, caller)? {
+            job.run()?;
         }
-        core.store
-            .write(|t| self.write(t, business_id, (role, run), class, &routed_to))
+        self.raise(core, caller)
     }
 }
 
 impl Raise {
+    /// The task a refusal of this raise is filed under.
+    pub(crate) fn subject(&self) -> Option<String> {
+        self.task_ref.clone()
+    }
+
+    /// The writer-side part before Git: for a cited raise, the usual checks
+    /// (so that a raise refused anyway reads nothing) and the job reading
+    /// the current spec; for an uncited one, nothing.
+    pub(crate) fn prepare(
+        &self,
+        core: &mut Core,
+        caller: &Caller,
+    ) -> Result<Option<crate::project::Job>, Code> {
+        let Some((_, commit)) = &self.citation else {
+            return Ok(None);
+        };
+        let (business_id, role, run) = role_session(caller)?;
+        let config = core.config.clone();
+        let business = business_of(&config, business_id)?;
+        self.checked_route(core, business, (role, run))?;
+        let held = core
+            .store
+            .write(|t| evidence::holds(&t.tx, business_id, role, run))?;
+        if !held {
+            return Err(Code::NotHolder);
+        }
+        let project = self.project.as_deref().ok_or(Code::InvalidSpecCitation)?;
+        super::project::cite_job(core, business_id, project, commit).map(Some)
+    }
+
+    /// Raises the decision: every check, then one transaction. A cited
+    /// raise gets here only after its Git side confirmed the citation.
+    pub(crate) fn raise(&self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let (business_id, role, run) = role_session(caller)?;
+        let config = core.config.clone();
+        let business = business_of(&config, business_id)?;
+        let (class, routed_to) = self.checked_route(core, business, (role, run))?;
+        core.store
+            .write(|t| self.write(t, business_id, (role, run), class, &routed_to))
+    }
+
+    /// [`Raise::check`], then the route's messaging check (row 133).
+    fn checked_route(
+        &self,
+        core: &mut Core,
+        business: &Business,
+        (role, run): (&str, &str),
+    ) -> Result<(Class, String), Code> {
+        let (class, routed_to) = self.check(business, role)?;
+        if class != Class::WithinRole && !routing::close_route_allowed(business, role, &routed_to) {
+            return Err(self.refuse_route(core, &business.id, role, run));
+        }
+        Ok((class, routed_to))
+    }
+
     /// The checks against the business: project, target role, the action's
     /// class and route, and the within-role choice.
     fn check(&self, business: &Business, role: &str) -> Result<(Class, String), Code> {
@@ -218,7 +303,15 @@ impl Raise {
             }
         }
         let class = routing::classify_for(business, role, &self.action, self.target.as_deref());
-        let routed_to = routing::route(business, role, class, self.domain);
+        let routed_to = routing::route_raise(
+            business,
+            role,
+            &self.action,
+            self.target.as_deref(),
+            class,
+            self.domain,
+            self.citation.is_some(),
+        );
         match (class, &self.choice) {
             (Class::WithinRole, None) => return Err(Code::ChoiceRequired),
             (Class::WithinRole, Some(c)) if !is_key(&self.options, c) => {
@@ -232,14 +325,8 @@ impl Raise {
     }
 
     /// A route the raiser may not close to: refused and logged; nothing
-    /// about the decision is stored.
-    fn refuse_route(
-        &self,
-        core: &mut Core,
-        business_id: &str,
-        role: &str,
-        run: &str,
-    ) -> Result<Value, Code> {
+    /// about the decision is stored. Returns the code the caller gets.
+    fn refuse_route(&self, core: &mut Core, business_id: &str, role: &str, run: &str) -> Code {
         let mut body =
             json!({"action": "decision.raise", "code": Code::DecisionRouteRefused.as_str()});
         body["authorization"] = json!({"action": self.action, "target": self.target});
@@ -257,8 +344,7 @@ impl Raise {
                     &body,
                 )
             })
-            .map_err(|_| Code::StorageUnavailable)?;
-        Err(Code::DecisionRouteRefused)
+            .map_or(Code::StorageUnavailable, |_| Code::DecisionRouteRefused)
     }
 
     /// The raise's transaction: holder and launch checks, the superseded
@@ -316,6 +402,8 @@ impl Raise {
                 requirement_ref: self.requirement_ref.as_deref(),
                 supersedes: self.supersedes.as_deref(),
                 target_holder: target_holder.as_deref(),
+                spec_path: self.citation.as_ref().map(|c| c.0.as_str()),
+                spec_commit: self.citation.as_ref().map(|c| c.1.as_str()),
             },
         )?;
         // The raise's context event: what the decision would authorize. It

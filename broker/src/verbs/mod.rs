@@ -240,13 +240,14 @@ pub fn dispatch(
 
 /// Prepares a verb whose Git side runs off the writer thread (see
 /// [`project::is_staged`]): the same checks and refusal evidence as
-/// [`dispatch`], then the verb's writer-side part, returning the Git job.
+/// [`dispatch`], then the verb's writer-side part, returning the Git job
+/// and what to do with its outcome.
 pub fn prepare_staged(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
     args: Option<Map<String, Value>>,
-) -> Result<crate::project::Job, Code> {
+) -> Result<project::Staged, Code> {
     let subject = refusal_subject(args.as_ref());
     let prepared = check_entry(core, caller, verb, args.as_ref())
         .and_then(|()| project::prepare(core, caller, verb, Args::new(args)));
@@ -254,18 +255,21 @@ pub fn prepare_staged(
 }
 
 /// Finishes a staged verb on the writer side with what its Git side gave:
-/// the known-token check on the reply, or the refusal's evidence.
+/// what `then` says (a reply, or the cited raise with its checks run
+/// again), the known-token check on the reply, or the refusal's evidence
+/// (filed under `subject`).
 pub fn finish_staged(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
+    (then, subject): (project::Then, Option<String>),
     outcome: Result<Value, Code>,
 ) -> Result<Value, Code> {
-    let checked = outcome.and_then(|reply| {
+    let checked = project::finish(core, caller, then, outcome).and_then(|reply| {
         core.known_tokens().check(&reply)?;
         Ok(reply)
     });
-    checked.map_err(|code| refused(core, caller, verb, None, code))
+    checked.map_err(|code| refused(core, caller, verb, subject, code))
 }
 
 /// The checks before a verb's own: unknown verb, the tester's class, the

@@ -370,6 +370,18 @@ codes! {
     ProjectFileMissing => "project-file-missing",
     /// The committed project file is not UTF-8 or is larger than 1 MiB.
     ProjectFileInvalid => "project-file-invalid",
+    // --- spec citations and BLOCK (issue 22, part A) ---
+    /// `decision.raise` cites a spec commit that is not the spec's current file commit.
+    StaleSpec => "stale-spec",
+    /// `decision.raise` cites a spec whose latest change the business's human did not author.
+    SpecUnconfirmed => "spec-unconfirmed",
+    /// `message.send` of a BLOCK from an instance that is not of the `pm` or `cto` definition.
+    BlockSender => "block-sender",
+    /// `message.send` of a BLOCK to anyone but the chief-of-staff instance.
+    BlockRecipient => "block-recipient",
+    /// `message.send` of a BLOCK whose `in_reply_to` is not a spec review notice the bus sent
+    /// the sender.
+    BlockReplyRequired => "block-reply-required",
 }
 
 impl fmt::Display for Code {
