@@ -393,6 +393,8 @@ fn new_decision<'a>(
         requirement_ref: None,
         supersedes: None,
         target_holder: None,
+        spec_path: None,
+        spec_commit: None,
     }
 }
 

@@ -378,14 +378,22 @@ mod tests {
         let mut b = business();
         b.roles.insert(
             "aide".into(),
-            crate::config::business::Role {
+            crate::config::Role {
                 definition: Some("assistant".into()),
                 ..b.roles["dev"].clone()
             },
         );
         // (raiser, action, target, domain, cited, routed_to)
         let d = Some(Domain::Technical);
-        let table: &[(&str, &str, Option<&str>, Option<Domain>, bool, &str)] = &[
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a str>,
+            Option<Domain>,
+            bool,
+            &'a str,
+        );
+        let table: &[Case] = &[
             // uncited gated: the human
             ("dev", "prd.approve", None, None, false, HUMAN),
             // cited gated, routed: the delivery arbiter, or the technical one

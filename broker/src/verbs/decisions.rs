@@ -225,7 +225,7 @@ impl Verb for Raise {
     /// In process, a cited raise reads Git inline on the caller's thread;
     /// the server never gets here with one (it stages it).
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        if let Some(job) = self.prepare(core, caller)? {
+        if let Some(job) = self.git_job(core, caller)? {
             job.run()?;
         }
         self.raise(core, caller)
@@ -241,7 +241,7 @@ impl Raise {
     /// The writer-side part before Git: for a cited raise, the usual checks
     /// (so that a raise refused anyway reads nothing) and the job reading
     /// the current spec; for an uncited one, nothing.
-    pub(crate) fn prepare(
+    pub(crate) fn git_job(
         &self,
         core: &mut Core,
         caller: &Caller,

@@ -61,7 +61,7 @@ pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Resu
         }),
         "decision.raise" => {
             let raise = Raise::parse(args)?;
-            let job = raise.prepare(core, caller)?;
+            let job = raise.git_job(core, caller)?;
             Ok(Staged {
                 job,
                 subject: raise.subject(),
