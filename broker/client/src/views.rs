@@ -51,6 +51,11 @@ impl Views<'_> {
     pub fn replies(&self, id: &str) -> Result<Value, BusError> {
         self.client.call("replies", json!({"id": id}))
     }
+    /// `usage`: `{total, byRun, byInstance, byProvider, byModel, byAccount}`;
+    /// a count past 2^53 - 1 arrives as a decimal string.
+    pub fn usage(&self) -> Result<Value, BusError> {
+        self.client.call("usage", Value::Null)
+    }
     pub fn messages(&self, limit: Option<u32>, after: Option<&str>) -> Result<Value, BusError> {
         let mut args = json!({});
         if let Some(l) = limit {

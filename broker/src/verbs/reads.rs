@@ -3,7 +3,8 @@
 //! `trail` joins every record linked to a subject in broker write order
 //! (timestamps strictly increase across all writes). `inbox`, `agents`,
 //! `replies`, `messages`, `state`, `requirements` and `tasks` are the shared
-//! reads of the spec's "Shared reads and adapter boundary".
+//! reads of the spec's "Shared reads and adapter boundary"; `usage` sums the
+//! business's token readings.
 
 use super::messages::HUMAN;
 use super::{Args, Verb};
@@ -59,6 +60,29 @@ no_args!(Agents, agents);
 no_args!(Requirements, requirements);
 no_args!(State, state);
 no_args!(Credentials, credentials);
+no_args!(Usage, usage);
+
+// --- usage ----------------------------------------------------------------
+
+/// `usage` (3i rows 124, 126): the business's token readings, summed
+/// exactly per run, instance, provider, model and account, with the unknown
+/// turns beside every total (`policy::usage`). The human and readers see the
+/// whole business; a role only while its run holds the role (`not-holder`).
+fn usage(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    let conn = core.store.conn();
+    if let Caller::Role {
+        business,
+        role,
+        run,
+    } = caller
+    {
+        if !crate::store::evidence::holds(conn, business, role, run)? {
+            return Err(Code::NotHolder);
+        }
+    }
+    let readings = crate::store::usage::usage_readings(conn, caller.business())?;
+    Ok(crate::policy::usage::aggregate(&readings).to_json())
+}
 
 // --- inbox ----------------------------------------------------------------
 
