@@ -99,7 +99,7 @@ fn framing_rules() {
         json!({"ok": false, "error": "unknown-verb", "id": 13})
     );
     // A verb the spec names that this build does not serve yet.
-    for verb in ["project.files", "project.file.save", "usage"] {
+    for verb in ["project.files", "project.file.save", "record.write"] {
         let planned = json!({"cap": cap, "verb": verb, "args": {}, "id": 14});
         assert_eq!(
             raw_request(&b.socket, format!("{planned}\n").as_bytes()),
