@@ -3,10 +3,10 @@
 //! rows written through `append_usage_record`.
 
 use mosaic_bus::error::Code;
-use mosaic_bus::policy::usage::{aggregate, Tokens};
+use mosaic_bus::policy::usage::{aggregate, Reading, Tokens};
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::usage::{
-    append_usage_record, usage_baseline, usage_outcome, usage_readings, Kind, NewReading,
+    append_usage_record, each_usage_reading, usage_baseline, usage_outcome, Kind, NewReading,
     NewUsageRecord, UsageRecord,
 };
 use mosaic_bus::store::Store;
@@ -61,6 +61,13 @@ fn rec<'a>(run: &'a str, turn: &'a str, reading: NewReading<'a>) -> NewUsageReco
 
 fn append(s: &mut Store, r: &NewUsageRecord<'_>) -> Result<UsageRecord, Code> {
     s.write(|t| append_usage_record(t, r))
+}
+
+/// The business's readings, as the `usage` read gets them.
+fn readings(s: &Store) -> Vec<Reading> {
+    let mut out = Vec::new();
+    each_usage_reading(s.conn(), "acme", &mut |r| out.push(r.clone())).unwrap();
+    out
 }
 
 fn tokens(input: u64, output: u64, cache_write: u64, cache_read: u64) -> Tokens {
@@ -285,9 +292,9 @@ fn readings_sum_exactly_and_count_pending_and_unknown_turns() {
     beta.business = "beta";
     append(&mut s, &beta).unwrap();
 
-    let readings = usage_readings(s.conn(), "acme").unwrap();
-    assert_eq!(readings.len(), 5, "the answered baseline is not a reading");
-    let v = aggregate(&readings).to_json();
+    let rows = readings(&s);
+    assert_eq!(rows.len(), 5, "the answered baseline is not a reading");
+    let v = aggregate(&rows).to_json();
     assert_eq!(
         v["total"],
         json!({"input": "9007199254740993", "output": "18446744073709551615",
@@ -335,6 +342,6 @@ fn readings_sum_exactly_and_count_pending_and_unknown_turns() {
         &rec("run-2", "m1", NewReading::Known(tokens(0, 0, 0, 0))),
     )
     .unwrap();
-    let v = aggregate(&usage_readings(s.conn(), "acme").unwrap()).to_json();
+    let v = aggregate(&readings(&s)).to_json();
     assert_eq!(v["total"]["unknownTurns"], json!(1));
 }

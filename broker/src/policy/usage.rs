@@ -100,15 +100,29 @@ pub struct Summary {
     pub by_account: BTreeMap<Option<String>, Totals>,
 }
 
-/// Sums `readings` into the total and each grouping.
-pub fn aggregate(readings: &[Reading]) -> Summary {
-    let mut turns: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut s = Summary::default();
-    for r in readings {
-        let next = turns.len();
-        let turn = *turns
-            .entry((r.run.as_str(), r.turn.as_str()))
-            .or_insert(next);
+/// Sums readings one at a time, so a read holds only its groups and its
+/// unknown turns in memory, never every row.
+#[derive(Debug, Default)]
+pub struct Aggregate {
+    summary: Summary,
+    /// Each unknown `(run, turn)` seen so far, numbered.
+    turns: HashMap<(String, String), usize>,
+}
+
+impl Aggregate {
+    /// Adds one reading to the total and to each of its groups.
+    pub fn add(&mut self, r: &Reading) {
+        let turn = match r.outcome {
+            Outcome::Known(_) => 0,
+            Outcome::Unknown => {
+                let next = self.turns.len();
+                *self
+                    .turns
+                    .entry((r.run.clone(), r.turn.clone()))
+                    .or_insert(next)
+            }
+        };
+        let s = &mut self.summary;
         s.total.add(r.outcome, turn);
         s.by_run
             .entry(r.run.clone())
@@ -131,7 +145,19 @@ pub fn aggregate(readings: &[Reading]) -> Summary {
             .or_default()
             .add(r.outcome, turn);
     }
-    s
+
+    pub fn finish(self) -> Summary {
+        self.summary
+    }
+}
+
+/// Sums `readings` into the total and each grouping.
+pub fn aggregate(readings: &[Reading]) -> Summary {
+    let mut a = Aggregate::default();
+    for r in readings {
+        a.add(r);
+    }
+    a.finish()
 }
 
 impl Summary {

@@ -207,10 +207,15 @@ fn lookup(
     row.transpose()
 }
 
-/// Every record of `business` that counts in the `usage` read, oldest
-/// first: each outcome, and each baseline no outcome has followed yet (a
-/// pending turn, unknown until its end arrives).
-pub fn usage_readings(conn: &Connection, business: &str) -> Result<Vec<Reading>, Code> {
+/// Hands `each` every record of `business` that counts in the `usage`
+/// read, oldest first: each outcome, and each baseline no outcome has
+/// followed yet (a pending turn, unknown until its end arrives). One row at
+/// a time: the caller keeps only what it sums.
+pub fn each_usage_reading(
+    conn: &Connection,
+    business: &str,
+    each: &mut dyn FnMut(&Reading),
+) -> Result<(), Code> {
     let mut st = conn
         .prepare_cached(
             "SELECT u.run, u.role, u.turn, u.provider, u.model, u.account, u.kind,
@@ -222,42 +227,32 @@ pub fn usage_readings(conn: &Connection, business: &str) -> Result<Vec<Reading>,
              ORDER BY u.seq",
         )
         .map_err(|e| map_sql_error(&e))?;
-    let rows = st
-        .query_map([business], |r| {
+    let mut rows = st.query([business]).map_err(|e| map_sql_error(&e))?;
+    while let Some(r) = rows.next().map_err(|e| map_sql_error(&e))? {
+        let reading = (|| -> rusqlite::Result<Result<Reading, Code>> {
             let kind: String = r.get(6)?;
-            let tokens = if kind == "known" {
-                Some([
-                    r.get::<_, i64>(7)?,
-                    r.get::<_, i64>(8)?,
-                    r.get::<_, i64>(9)?,
-                    r.get::<_, i64>(10)?,
-                ])
+            let outcome = if kind == "known" {
+                match tokens_of([r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?]) {
+                    Ok(t) => Outcome::Known(t),
+                    Err(c) => return Ok(Err(c)),
+                }
             } else {
-                None
+                Outcome::Unknown
             };
-            Ok((
-                Reading {
-                    run: r.get(0)?,
-                    instance: r.get(1)?,
-                    turn: r.get(2)?,
-                    provider: r.get(3)?,
-                    model: r.get(4)?,
-                    account: r.get(5)?,
-                    outcome: Outcome::Unknown,
-                },
-                tokens,
-            ))
-        })
-        .map_err(|e| map_sql_error(&e))?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (mut reading, tokens) = row.map_err(|e| map_sql_error(&e))?;
-        if let Some(t) = tokens {
-            reading.outcome = Outcome::Known(tokens_of(t)?);
-        }
-        out.push(reading);
+            Ok(Ok(Reading {
+                run: r.get(0)?,
+                instance: r.get(1)?,
+                turn: r.get(2)?,
+                provider: r.get(3)?,
+                model: r.get(4)?,
+                account: r.get(5)?,
+                outcome,
+            }))
+        })()
+        .map_err(|e| map_sql_error(&e))??;
+        each(&reading);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Four stored counts as a reading; the schema keeps them non-negative,

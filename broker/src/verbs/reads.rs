@@ -80,8 +80,9 @@ fn usage(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
             return Err(Code::NotHolder);
         }
     }
-    let readings = crate::store::usage::usage_readings(conn, caller.business())?;
-    Ok(crate::policy::usage::aggregate(&readings).to_json())
+    let mut sums = crate::policy::usage::Aggregate::default();
+    crate::store::usage::each_usage_reading(conn, caller.business(), &mut |r| sums.add(r))?;
+    Ok(sums.finish().to_json())
 }
 
 // --- inbox ----------------------------------------------------------------
