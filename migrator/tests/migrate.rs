@@ -1,7 +1,8 @@
 //! `mosaic-migrate` on real stores: the command line against stores the
-//! broker made, and the step runner against a synthetic lineage (the
-//! lineage this build ships has no step yet, since the broker runs its first
-//! version), all on real SQLite files under the real writer lock.
+//! broker made and stores made from the pinned fixtures (3b, 3d…3h, each
+//! taken to 3i), and the step runner against a synthetic lineage and
+//! against the shipped 3h→3i step made to fail, all on real SQLite files
+//! under the real writer lock.
 
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
@@ -578,7 +579,8 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
     );
-    // No row changed, none was added, no message was put in a thread.
+    // No row changed (every seq and sqlite_sequence counter kept), none was
+    // added, no message was put in a thread, no name or usage record made.
     assert_eq!(rows_3d(root.path()), before);
     for t in [
         "projects",
@@ -586,6 +588,8 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
         "thread_claims",
         "message_threads",
         "thread_opens",
+        "instance_names",
+        "usage_records",
     ] {
         let n: i64 = migrated
             .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
