@@ -284,6 +284,32 @@ pub fn held_threads(
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
 }
 
+/// The thread of `instance` made by `user` in a project whose `repo` is the
+/// declared project `repo_key`, that `user` opened most recently (its
+/// latest `thread_opens` row is the newest); none when no such thread was
+/// ever opened. The relay of a spec review notice's answer is filed there.
+pub fn latest_opened(
+    conn: &Connection,
+    business: &str,
+    user: &str,
+    instance: &str,
+    repo_key: &str,
+) -> Result<Option<String>, Code> {
+    conn.prepare_cached(
+        "SELECT t.id FROM thread_opens o
+           JOIN threads t ON t.id = o.thread
+           JOIN projects p ON p.id = t.project
+         WHERE t.business = ?1 AND t.user = ?2 AND t.instance = ?3 AND p.repo = ?4
+           AND o.by = ?2
+         ORDER BY o.seq DESC LIMIT 1",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![business, user, instance, repo_key], |r| r.get(0))
+            .optional()
+    })
+    .map_err(sql)
+}
+
 /// Files a message under a thread; returns its `at`.
 pub fn file_message(t: &mut Tx<'_>, message: &str, thread: &str) -> Result<String, Code> {
     let at = t.now();

@@ -17,9 +17,9 @@ use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
-/// The classes `message.send` and `thread.send` take (3b core; 3i's BLOCK is
-/// later work). [`STAFF_REQUEST`] is not one of them: only `staff.request`
-/// writes it.
+/// The classes `message.send` and `thread.send` take (3b core).
+/// [`STAFF_REQUEST`] is not one of them: only `staff.request` writes it;
+/// nor is [`BLOCK`], which only `message.send` takes, under its own rules.
 pub const CLASSES: &[&str] = &[
     "REQUEST",
     "ASSIGNMENT",
@@ -33,6 +33,15 @@ pub const CLASSES: &[&str] = &[
 
 /// The class only `staff.request` writes (3i row 140).
 pub const STAFF_REQUEST: &str = "STAFF-REQUEST";
+
+/// A pm's or cto's answer to a spec review notice that names conflicts (3i
+/// row 143): `message.send` only, from an instance of [`BLOCK_SENDERS`], to
+/// the chief of staff, in reply to a notice the bus sent that sender.
+pub const BLOCK: &str = "BLOCK";
+
+/// The definitions whose instances may send a BLOCK (the ones the spec
+/// review notice goes to).
+pub const BLOCK_SENDERS: &[&str] = &["pm", "cto"];
 
 /// The class a send without `class` gets.
 pub const DEFAULT_CLASS: &str = "INFO";
@@ -102,7 +111,7 @@ impl Verb for Send {
         let decision = args.opt_str("decision", 64)?;
         args.finish()?;
         let class = class.unwrap_or_else(|| DEFAULT_CLASS.to_string());
-        if !CLASSES.contains(&class.as_str()) {
+        if !CLASSES.contains(&class.as_str()) && class != BLOCK {
             return Err(Code::InvalidClass);
         }
         Ok(Send {
@@ -133,6 +142,9 @@ impl Send {
         let is_role = self.check(biz, caller)?;
         let id = ids::uuid();
         core.store.write(|t| {
+            if self.class == BLOCK {
+                self.check_block_reply(t, &biz.id, caller)?;
+            }
             let reply_from = self.check_references(t, &biz.id)?;
             let sender = self.insert(t, biz, caller, &id, reply_from.as_deref())?;
             let thread = self.thread(t, biz, caller)?;
@@ -180,6 +192,9 @@ impl Send {
     /// Who may address whom, before the transaction: true when the
     /// recipient is one of the business's roles.
     fn check(&self, biz: &Business, caller: &Caller) -> Result<bool, Code> {
+        if self.class == BLOCK {
+            self.check_block(biz, caller)?;
+        }
         let to = self.to.as_str();
         let is_role = biz.roles.contains_key(to);
         match caller {
@@ -227,6 +242,46 @@ impl Send {
         Ok(is_role)
     }
 
+    /// A BLOCK's sender and recipient (3i row 143): a pm or cto instance
+    /// (`block-sender`; the human and the tester are neither), to the chief
+    /// of staff (`block-recipient`), replying to something
+    /// (`block-reply-required`; what it replies to is checked in the
+    /// transaction, [`Send::check_block_reply`]).
+    fn check_block(&self, biz: &Business, caller: &Caller) -> Result<(), Code> {
+        let sender_ok = match caller {
+            Caller::Role { role, .. } => {
+                routing::definition_of(biz, role).is_some_and(|d| BLOCK_SENDERS.contains(&d))
+            }
+            _ => false,
+        };
+        if !sender_ok {
+            return Err(Code::BlockSender);
+        }
+        if routing::definition_of(biz, &self.to) != Some(routing::CHIEF_OF_STAFF) {
+            return Err(Code::BlockRecipient);
+        }
+        if self.in_reply_to.is_none() {
+            return Err(Code::BlockReplyRequired);
+        }
+        Ok(())
+    }
+
+    /// A BLOCK replies to a spec review notice the bus sent its sender
+    /// (`block-reply-required` for anything else, an unknown id included).
+    fn check_block_reply(&self, t: &Tx<'_>, b: &str, caller: &Caller) -> Result<(), Code> {
+        let Caller::Role { role, .. } = caller else {
+            return Err(Code::BlockSender);
+        };
+        let reply = self
+            .in_reply_to
+            .as_deref()
+            .ok_or(Code::BlockReplyRequired)?;
+        match msgs::spec_notice(&t.tx, b, reply)? {
+            Some(n) if n.to_role == *role => Ok(()),
+            _ => Err(Code::BlockReplyRequired),
+        }
+    }
+
     /// The thread the message joins (3i row 121), checked after the
     /// sender's own checks: a thread run's message is in the thread it
     /// holds; any other message to the thread instance replies to a chain
@@ -246,12 +301,41 @@ impl Send {
             .in_reply_to
             .as_deref()
             .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
-        let th = threads::reply_chain_thread(&t.tx, &biz.id, start)?
-            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+        let Some(th) = threads::reply_chain_thread(&t.tx, &biz.id, start)? else {
+            return self.relay_thread(t, biz, caller, start).map(Some);
+        };
         if th.instance != self.to {
             return Err(Code::ThreadInstanceMismatch);
         }
         Ok(Some(th.id))
+    }
+
+    /// The chief of staff's relay to the thread instance of an answer to a
+    /// spec review notice (3i row 143): a reply chain with no thread
+    /// message on it that reaches the notice is filed in the user's most
+    /// recently opened thread of the notice's project whose instance is the
+    /// recipient. From anyone else, with no notice on the chain, or with no
+    /// such thread: `thread-required-reply-to-thread-message`.
+    fn relay_thread(
+        &self,
+        t: &Tx<'_>,
+        biz: &Business,
+        caller: &Caller,
+        start: &str,
+    ) -> Result<String, Code> {
+        let from_chief = match caller {
+            Caller::Role { role, .. } => {
+                routing::definition_of(biz, role) == Some(routing::CHIEF_OF_STAFF)
+            }
+            _ => false,
+        };
+        if !from_chief {
+            return Err(Code::ThreadRequiredReplyToThreadMessage);
+        }
+        let notice = msgs::reply_chain_notice(&t.tx, &biz.id, start)?
+            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+        threads::latest_opened(&t.tx, &biz.id, &biz.human, &self.to, &notice.project)?
+            .ok_or(Code::ThreadRequiredReplyToThreadMessage)
     }
 
     /// The message's references stay inside the business; returns the
