@@ -471,18 +471,31 @@ struct Cited {
 }
 
 impl Cited {
-    fn start(mut biz: Value, projects: &[(&str, &Path)], roles: &[&str]) -> Cited {
+    fn start(biz: Value, projects: &[(&str, &Path)], roles: &[&str]) -> Cited {
+        Cited::start_with(biz, projects, roles, None)
+    }
+
+    /// As [`Cited::start`], with the boot key `git` when given.
+    fn start_with(
+        mut biz: Value,
+        projects: &[(&str, &Path)],
+        roles: &[&str],
+        git: Option<&Path>,
+    ) -> Cited {
         let root = data_root();
         let p: serde_json::Map<String, Value> = projects
             .iter()
             .map(|(k, r)| (k.to_string(), json!({"repo": r.to_str().expect("utf-8")})))
             .collect();
         biz["projects"] = Value::Object(p);
-        let config = json!({
+        let mut config = json!({
             "dataRoot": root.path().to_str().expect("utf-8"),
             "businesses": {"acme": biz},
             "readers": ["acme"],
         });
+        if let Some(g) = git {
+            config["git"] = json!(g.to_str().expect("utf-8"));
+        }
         let (mut b, reply) = Broker::spawn(root.path(), config);
         assert_eq!(reply["ok"], json!(true), "boot: {reply}");
         let mut caps = std::collections::BTreeMap::new();
@@ -821,5 +834,118 @@ fn a_cited_role_revoke_goes_to_the_arbiter_whose_approval_the_revoke_then_uses()
     );
     // Nobody holds dev now: a second revoke has no one to end.
     assert_eq!(err(&w.call("cto", "role.revoke", revoke)), "not-held");
+    w.b.close();
+}
+
+/// A `git` that touches `started` and waits for `release` before it runs
+/// the real one.
+fn gated_git(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let started = dir.join("started");
+    let release = dir.join("release");
+    let wrapper = dir.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n: > {started}\nn=0\nwhile [ ! -e {release} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\nexec {git} \"$@\"\n",
+            started = started.display(),
+            release = release.display(),
+            git = real_git().display(),
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    (wrapper, started, release)
+}
+
+#[test]
+fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "v1\n", "Ada");
+    let gate = tempfile::tempdir().expect("tempdir");
+    let (wrapper, started, release) = gated_git(gate.path());
+    let w = Cited::start_with(
+        business(),
+        &[("site", repo.path())],
+        &["pm", "cto", "dev"],
+        Some(&wrapper),
+    );
+    let raise_in_thread = |role: &str| {
+        let socket = w.b.socket.clone();
+        let cap = w.caps[role].clone();
+        let mut args = cite("site", &c1);
+        for (k, v) in [
+            ("action", json!("prd.approve")),
+            ("question", json!("Approve?")),
+            (
+                "options",
+                json!([{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}]),
+            ),
+            ("recommendation", json!("yes")),
+            ("blocking", json!(false)),
+        ] {
+            args[k] = v;
+        }
+        std::thread::spawn(move || {
+            let req = json!({"cap": cap, "verb": "decision.raise", "args": args});
+            raw_request(&socket, format!("{req}\n").as_bytes())
+        })
+    };
+    let wait_started = || {
+        let until = Instant::now() + Duration::from_secs(20);
+        while !started.exists() {
+            assert!(Instant::now() < until, "git never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+
+    // Held in Git: the writer still serves an uncited raise, a send and a
+    // receive, which never touch Git.
+    let raising = raise_in_thread("dev");
+    wait_started();
+    let uncited = res(&w.raise("cto", "prd.approve", json!({}))).clone();
+    assert_eq!(uncited["routed_to"], json!("human"));
+    res(&w.call(
+        "cto",
+        "message.send",
+        json!({"to": "pm", "body": "meanwhile"}),
+    ));
+    let got = res(&w.call("pm", "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"][0]["body"], json!("meanwhile"));
+    assert!(
+        !raising.is_finished(),
+        "the cited raise waited on git all along"
+    );
+    std::fs::write(&release, "").expect("release");
+    let r = raising.join().expect("raiser");
+    let d = res(&r).clone();
+    assert_eq!(
+        (&d["routed_to"], &d["spec_commit"]),
+        (&json!("pm"), &json!(c1))
+    );
+
+    // The writer checks again after Git: a raiser that let its role go
+    // while Git was read raises nothing.
+    std::fs::remove_file(&release).expect("re-arm");
+    std::fs::remove_file(&started).expect("re-arm");
+    let before = row_counts(w.root.path());
+    let raising = raise_in_thread("dev");
+    wait_started();
+    res(&w.call("dev", "role.release", Value::Null));
+    std::fs::write(&release, "").expect("release");
+    let r = raising.join().expect("raiser");
+    assert_eq!(err(&r), "not-holder");
+    let mut after = row_counts(w.root.path());
+    // Only the release's own claim row is new.
+    after[3] -= 1;
+    assert_eq!(after, before, "the refused raise stored nothing");
+    let last = refusals(w.root.path()).pop().expect("refusal");
+    assert_eq!(
+        last,
+        json!(["dev", "run-dev", null, "decision.raise", "not-holder"])
+    );
     w.b.close();
 }
