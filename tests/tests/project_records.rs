@@ -400,6 +400,20 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
         "spec.read",
         json!({"project": "site", "commit": head}),
     ));
+    // A cited raise reads the same repository through the same git.
+    let cited = res(&w.b.call(
+        &w.cto,
+        "decision.raise",
+        json!({"action": "prd.approve", "question": "Approve?",
+               "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false,
+               "project": "site", "spec_path": "spec/north-star.md", "spec_commit": head}),
+    ))
+    .clone();
+    assert_eq!(
+        (&cited["routed_to"], &cited["spec_commit"]),
+        (&json!("pm"), &json!(head))
+    );
     assert!(
         !marker.exists(),
         "ran: {:?}",
