@@ -646,6 +646,20 @@ fn a_cited_raise_checks_the_current_confirmed_spec_and_stores_its_citation() {
         (&json!("cross-role"), &json!("human"))
     );
 
+    // The arbiter's inbox shows the cited decision with its citation.
+    let inbox = res(&w.call("pm", "inbox", Value::Null)).clone();
+    let shown = inbox["decisions"]
+        .as_array()
+        .expect("inbox decisions")
+        .iter()
+        .find(|r| r["id"] == d["id"])
+        .cloned()
+        .expect("the cited decision in the arbiter's inbox");
+    assert_eq!(
+        (&shown["spec_path"], &shown["spec_commit"]),
+        (&json!("spec/north-star.md"), &json!(c1))
+    );
+
     // The arbiter resolves the cited one; the human may not.
     let human = ShimSession::human(&w.b);
     assert_eq!(

@@ -34,7 +34,7 @@ pub(crate) fn collect(
 const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_run, d.action, \
      d.target, d.class, d.routed_to, d.domain, d.question, d.options, d.recommendation, \
      d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
-     d.target_holder, d.at";
+     d.target_holder, d.at, d.spec_path, d.spec_commit";
 
 const OPEN: &str = "NOT EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id \
      AND e.kind IN ('resolved', 'withdrawn'))";
@@ -67,6 +67,9 @@ fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
         "supersedes": r.get::<_, Option<String>>(17)?,
         "target_holder": r.get::<_, Option<String>>(18)?,
         "at": r.get::<_, String>(19)?,
+        // The spec a cited raise stands on (what routed it to an arbiter).
+        "spec_path": r.get::<_, Option<String>>(20)?,
+        "spec_commit": r.get::<_, Option<String>>(21)?,
         "authorization": {"action": action, "target": target, "approvalChoice": approval},
     }))
 }
