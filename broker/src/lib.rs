@@ -36,6 +36,7 @@ pub mod runtime;
 pub mod server;
 pub mod store;
 pub mod tokens;
+pub mod usage;
 pub mod verbs;
 pub mod writer;
 

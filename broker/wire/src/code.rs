@@ -382,6 +382,27 @@ codes! {
     /// `message.send` of a BLOCK whose `in_reply_to` is not a spec review notice the bus sent
     /// the sender.
     BlockReplyRequired => "block-reply-required",
+    // --- usage accounting (issue 24) ---
+    // These name a turn's unknown outcome: `usage.end` (or `usage.begin`)
+    // records and answers them, they are never a refusal.
+    /// The run's harness has no built-in usage source, or its launch record names no
+    /// `transcript`.
+    UsageSourceAbsent => "usage-source-absent",
+    /// The transcript could not be read (an I/O error, or a path that is neither a file nor a
+    /// directory).
+    UsageSourceFailed => "usage-source-failed",
+    /// A whole line the turn appended is not an entry the source understands (not JSON, an
+    /// assistant entry without integer token counts, counts past 2^63-1).
+    UsageParseFailed => "usage-parse-failed",
+    /// `usage.end` for a turn `usage.begin` never baselined.
+    UsageBaselineMissing => "usage-baseline-missing",
+    /// A transcript file is shorter than its baseline, its baselined bytes changed, or it is
+    /// gone.
+    UsageTranscriptRewritten => "usage-transcript-rewritten",
+    /// The turn left a partial last line, or no final assistant entry.
+    UsageTurnIncomplete => "usage-turn-incomplete",
+    /// The transcript is past the reader's caps (files, total bytes, bytes one turn appended).
+    UsageTranscriptTooLarge => "usage-transcript-too-large",
 }
 
 impl fmt::Display for Code {

@@ -1,0 +1,229 @@
+//! Claude Code's transcript: one JSON object a line. A model reply is a
+//! line `{"type":"assistant","message":{"id","model","usage":{
+//! "input_tokens","output_tokens","cache_creation_input_tokens",
+//! "cache_read_input_tokens"},"stop_reason","content":[...]}}`; a streamed
+//! reply repeats its `message.id` on several lines (one per content
+//! block), so the id is what counts once. Every other line type (user
+//! input, tool results, summaries, system lines) carries no usage.
+
+use super::{bounded_name, Entry, Source, Tokens};
+use crate::error::Code;
+use serde_json::Value;
+
+pub struct ClaudeCode;
+
+/// Claude Code talks to Anthropic's models; its lines name no provider.
+const PROVIDER: &str = "anthropic";
+/// The model Claude Code names on replies it wrote itself (an API error,
+/// an interruption): no provider or model to charge.
+const SYNTHETIC: &str = "<synthetic>";
+
+impl Source for ClaudeCode {
+    fn name(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code> {
+        let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
+        let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
+        if obj.get("type").and_then(Value::as_str) != Some("assistant") {
+            return Ok(None);
+        }
+        let msg = obj
+            .get("message")
+            .and_then(Value::as_object)
+            .ok_or(Code::UsageParseFailed)?;
+        let id = msg
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .ok_or(Code::UsageParseFailed)?;
+        let usage = msg
+            .get("usage")
+            .and_then(Value::as_object)
+            .ok_or(Code::UsageParseFailed)?;
+        let tokens = Tokens {
+            input: count(usage.get("input_tokens"), false)?,
+            output: count(usage.get("output_tokens"), false)?,
+            cache_write: count(usage.get("cache_creation_input_tokens"), true)?,
+            cache_read: count(usage.get("cache_read_input_tokens"), true)?,
+        };
+        let stop = msg.get("stop_reason").and_then(Value::as_str);
+        let asks_tool = msg
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            });
+        let model = msg.get("model").and_then(Value::as_str);
+        let synthetic = model == Some(SYNTHETIC);
+        Ok(Some(Entry {
+            id: id.to_string(),
+            tokens,
+            provider: (!synthetic).then(|| PROVIDER.to_string()),
+            model: if synthetic { None } else { bounded_name(model) },
+            // The stream's lines are written before the stop reason is
+            // known, so a null one ends the turn unless the reply asks for
+            // a tool.
+            last: stop != Some("tool_use") && !asks_tool,
+        }))
+    }
+}
+
+/// A token count: a non-negative integer up to 2^63-1; the cache counts
+/// may be absent or null (0: the API leaves them out when no cache was used).
+pub(crate) fn count(v: Option<&Value>, optional: bool) -> Result<i64, Code> {
+    match v {
+        None | Some(Value::Null) if optional => Ok(0),
+        Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or(Code::UsageParseFailed),
+        None => Err(Code::UsageParseFailed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::outcome_of;
+    use super::*;
+    use serde_json::json;
+
+    fn line(id: &str, usage: Value, stop: Value, content: Value) -> String {
+        json!({"type": "assistant", "sessionId": "s",
+               "message": {"id": id, "model": "claude-sonnet-4-5", "role": "assistant",
+                           "usage": usage, "stop_reason": stop, "content": content}})
+        .to_string()
+    }
+
+    fn usage(i: i64, o: i64, cw: i64, cr: i64) -> Value {
+        json!({"input_tokens": i, "output_tokens": o,
+               "cache_creation_input_tokens": cw, "cache_read_input_tokens": cr})
+    }
+
+    fn turn(lines: &[String]) -> Vec<Vec<u8>> {
+        vec![lines
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .into_bytes()]
+    }
+
+    #[test]
+    fn a_streamed_reply_counts_once_and_tool_rounds_add_up() {
+        let user = json!({"type": "user", "message": {"role": "user", "content": "secret words"}});
+        let t = turn(&[
+            user.to_string(),
+            line(
+                "m1",
+                usage(10, 5, 100, 1000),
+                json!(null),
+                json!([{"type": "thinking"}]),
+            ),
+            line(
+                "m1",
+                usage(10, 5, 100, 1000),
+                json!(null),
+                json!([{"type": "text"}]),
+            ),
+            line(
+                "m1",
+                usage(10, 7, 100, 1000),
+                json!("tool_use"),
+                json!([{"type": "tool_use"}]),
+            ),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}}).to_string(),
+            line(
+                "m2",
+                usage(3, 20, 0, 1100),
+                json!("end_turn"),
+                json!([{"type": "text"}]),
+            ),
+            json!({"type": "system", "subtype": "turn_duration"}).to_string(),
+        ]);
+        let r = outcome_of(&ClaudeCode, &t).unwrap();
+        assert_eq!(
+            r.tokens,
+            Tokens {
+                input: 13,
+                output: 27,
+                cache_write: 100,
+                cache_read: 2100
+            }
+        );
+        assert_eq!(r.provider.as_deref(), Some("anthropic"));
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
+    }
+
+    #[test]
+    fn a_null_stop_reason_ends_the_turn_unless_a_tool_is_asked_for() {
+        let done = turn(&[line(
+            "m",
+            usage(1, 2, 0, 0),
+            json!(null),
+            json!([{"type": "text"}]),
+        )]);
+        assert!(outcome_of(&ClaudeCode, &done).is_ok());
+        let asking = turn(&[line(
+            "m",
+            usage(1, 2, 0, 0),
+            json!(null),
+            json!([{"type": "tool_use"}]),
+        )]);
+        assert_eq!(
+            outcome_of(&ClaudeCode, &asking),
+            Err(Code::UsageTurnIncomplete)
+        );
+        let nothing = turn(&[json!({"type": "user"}).to_string()]);
+        assert_eq!(
+            outcome_of(&ClaudeCode, &nothing),
+            Err(Code::UsageTurnIncomplete)
+        );
+        assert_eq!(outcome_of(&ClaudeCode, &[]), Err(Code::UsageTurnIncomplete));
+    }
+
+    #[test]
+    fn malformed_replies_are_parse_failures() {
+        for bad in [
+            "not json".to_string(),
+            "[1]".to_string(),
+            json!({"type": "assistant"}).to_string(),
+            json!({"type": "assistant", "message": {"usage": usage(1, 1, 0, 0)}}).to_string(),
+            line("m", json!({"input_tokens": 1}), json!("end_turn"), json!([])),
+            line("m", json!({"input_tokens": -1, "output_tokens": 1}), json!("end_turn"), json!([])),
+            line("m", json!({"input_tokens": 1.5, "output_tokens": 1}), json!("end_turn"), json!([])),
+            line("m", json!({"input_tokens": "1", "output_tokens": 1}), json!("end_turn"), json!([])),
+            line("m", json!({"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": true}), json!("end_turn"), json!([])),
+            // Past 2^63-1.
+            format!("{{\"type\":\"assistant\",\"message\":{{\"id\":\"m\",\"usage\":{{\"input_tokens\":9223372036854775808,\"output_tokens\":1}}}}}}"),
+        ] {
+            assert_eq!(outcome_of(&ClaudeCode, &turn(&[bad.clone()])), Err(Code::UsageParseFailed), "{bad}");
+        }
+        // Absent cache counts are zero.
+        let lean = line(
+            "m",
+            json!({"input_tokens": 4, "output_tokens": 2}),
+            json!("end_turn"),
+            json!([]),
+        );
+        assert_eq!(
+            outcome_of(&ClaudeCode, &turn(&[lean]))
+                .unwrap()
+                .tokens
+                .input,
+            4
+        );
+    }
+
+    #[test]
+    fn a_synthetic_reply_charges_no_model() {
+        let mut l: Value = serde_json::from_str(&line(
+            "s",
+            usage(0, 0, 0, 0),
+            json!("stop_sequence"),
+            json!([]),
+        ))
+        .unwrap();
+        l["message"]["model"] = json!("<synthetic>");
+        let r = outcome_of(&ClaudeCode, &turn(&[l.to_string()])).unwrap();
+        assert_eq!((r.provider, r.model), (None, None));
+    }
+}

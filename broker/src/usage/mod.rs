@@ -1,0 +1,203 @@
+//! The accountant: the built-in usage sources, keyed by the run's harness
+//! (`claude-code`, `pi`), and what a turn's baseline and outcome are.
+//!
+//! A source only parses: it turns one transcript line into an [`Entry`] (or
+//! nothing, for a line that is not a model reply). This module sums a
+//! turn's entries ([`outcome_of`]); [`transcript`] reads the files. Nothing
+//! here touches the store: the verbs (`verbs::usage`) write what comes out.
+//! A turn that can't be counted is an `Err(code)`, one of the fixed
+//! `usage-*` codes, which the verbs record as the turn's unknown outcome.
+
+pub mod claude_code;
+pub mod pi;
+pub mod transcript;
+
+use crate::error::Code;
+use std::collections::HashMap;
+use std::path::Path;
+use transcript::Baseline;
+
+/// A turn's token counts (each a SQLite integer, so at most 2^63-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tokens {
+    pub input: i64,
+    pub output: i64,
+    pub cache_write: i64,
+    pub cache_read: i64,
+}
+
+impl Tokens {
+    /// Adds `o`; a sum past 2^63-1 is `usage-parse-failed` (no store column
+    /// can hold it, so the transcript's numbers are not believable).
+    fn add(&mut self, o: &Tokens) -> Result<(), Code> {
+        let add = |a: i64, b: i64| a.checked_add(b).ok_or(Code::UsageParseFailed);
+        self.input = add(self.input, o.input)?;
+        self.output = add(self.output, o.output)?;
+        self.cache_write = add(self.cache_write, o.cache_write)?;
+        self.cache_read = add(self.cache_read, o.cache_read)?;
+        Ok(())
+    }
+}
+
+/// One model reply a source found in a transcript line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The reply's id: lines with the same id are one reply (Claude Code
+    /// writes a streamed reply as several lines); the last line wins.
+    pub id: String,
+    pub tokens: Tokens,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// True when the reply ends the turn (it asks for no tool).
+    pub last: bool,
+}
+
+/// A turn's known outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub tokens: Tokens,
+}
+
+/// A built-in usage source: how one harness writes its transcript.
+pub trait Source: Sync {
+    /// The harness (and source) name.
+    fn name(&self) -> &'static str;
+    /// Parses one whole line (without its newline). `Ok(None)`: a line
+    /// that is not a model reply; `Err`: a line the source can't read
+    /// (`usage-parse-failed`).
+    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code>;
+}
+
+static SOURCES: &[&dyn Source] = &[&claude_code::ClaudeCode, &pi::Pi];
+
+/// The built-in source for a harness, if there is one.
+pub fn source_for(harness: &str) -> Option<&'static dyn Source> {
+    SOURCES.iter().copied().find(|s| s.name() == harness)
+}
+
+/// The longest provider or model name kept (the store's CHECK); a longer
+/// one is dropped, not cut.
+pub const NAME_MAX: usize = 128;
+
+pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
+    s.filter(|s| !s.is_empty() && s.len() <= NAME_MAX && !s.contains('\0'))
+        .map(str::to_string)
+}
+
+/// Sums what a turn appended: `parts` holds each file's appended bytes
+/// (whole lines). Each reply counts once. The turn is complete when some
+/// reply was written and, in every file that gained replies, the last one
+/// ends the turn; else `usage-turn-incomplete`. Provider and model are the
+/// last file's closing reply's (a turn that mixed models is recorded under
+/// the model that ended it).
+pub fn outcome_of(source: &dyn Source, parts: &[Vec<u8>]) -> Result<Reading, Code> {
+    let mut tokens = Tokens::default();
+    let mut closing: Option<Entry> = None;
+    let mut any = false;
+    for part in parts {
+        // Replies by id, the last line of each; `order` keeps where each
+        // id was last seen, so the file's last reply is found.
+        let mut replies: HashMap<String, (usize, Entry)> = HashMap::new();
+        for (i, line) in part.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Some(e) = source.entry(line)? {
+                replies.insert(e.id.clone(), (i, e));
+            }
+        }
+        let Some((_, last)) = replies.values().max_by_key(|(i, _)| *i) else {
+            continue;
+        };
+        if !last.last {
+            return Err(Code::UsageTurnIncomplete);
+        }
+        any = true;
+        let last = last.clone();
+        for (_, e) in replies.values() {
+            tokens.add(&e.tokens)?;
+        }
+        if last.model.is_some() || closing.is_none() {
+            closing = Some(last);
+        }
+    }
+    if !any {
+        return Err(Code::UsageTurnIncomplete);
+    }
+    let closing = closing.unwrap_or_else(|| Entry {
+        id: String::new(),
+        tokens: Tokens::default(),
+        provider: None,
+        model: None,
+        last: true,
+    });
+    Ok(Reading {
+        provider: closing.provider,
+        model: closing.model,
+        tokens,
+    })
+}
+
+/// What `usage.begin` found for one source: a baseline to store, or the
+/// code the turn is settled unknown with at once.
+pub fn begin(harness: &str, transcript: Option<&Path>) -> Result<Baseline, Code> {
+    source_for(harness).ok_or(Code::UsageSourceAbsent)?;
+    let path = transcript.ok_or(Code::UsageSourceAbsent)?;
+    transcript::baseline(path)
+}
+
+/// What `usage.end` found for one source, given the turn's stored baseline
+/// (`None`: there is none).
+pub fn end(
+    harness: &str,
+    transcript: Option<&Path>,
+    baseline: Option<&Baseline>,
+) -> Result<Reading, Code> {
+    let source = source_for(harness).ok_or(Code::UsageSourceAbsent)?;
+    let path = transcript.ok_or(Code::UsageSourceAbsent)?;
+    let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
+    let parts = transcript::appended(path, baseline)?;
+    outcome_of(source, &parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_by_harness() {
+        assert_eq!(
+            source_for("claude-code").map(|s| s.name()),
+            Some("claude-code")
+        );
+        assert_eq!(source_for("pi").map(|s| s.name()), Some("pi"));
+        assert!(source_for("codex").is_none());
+        assert_eq!(
+            begin("codex", Some(Path::new("/x"))),
+            Err(Code::UsageSourceAbsent)
+        );
+        assert_eq!(begin("pi", None), Err(Code::UsageSourceAbsent));
+        assert_eq!(end("pi", None, None), Err(Code::UsageSourceAbsent));
+        assert_eq!(
+            end("pi", Some(Path::new("/x")), None),
+            Err(Code::UsageBaselineMissing)
+        );
+    }
+
+    #[test]
+    fn sums_past_i64_are_parse_failures() {
+        let mut t = Tokens {
+            input: i64::MAX,
+            ..Tokens::default()
+        };
+        assert_eq!(
+            t.add(&Tokens {
+                input: 1,
+                ..Tokens::default()
+            }),
+            Err(Code::UsageParseFailed)
+        );
+    }
+}

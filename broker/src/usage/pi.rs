@@ -1,0 +1,146 @@
+//! pi's session log (pi-mono's coding agent): one JSON object a line. The
+//! first is the session header (`type: "session"`); a model reply is an
+//! entry `{"type":"message","id",...,"message":{"role":"assistant",
+//! "provider","model","usage":{"input","output","cacheRead","cacheWrite",
+//! ...},"stopReason"}}`, written once when the reply is complete. A reply
+//! whose `stopReason` is `toolUse` continues the turn; any other (`stop`,
+//! `length`, `error`, `aborted`) ends it.
+
+use super::claude_code::count;
+use super::{bounded_name, Entry, Source, Tokens};
+use crate::error::Code;
+use serde_json::Value;
+
+pub struct Pi;
+
+impl Source for Pi {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+
+    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code> {
+        let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
+        let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
+        if obj.get("type").and_then(Value::as_str) != Some("message") {
+            return Ok(None);
+        }
+        let msg = obj
+            .get("message")
+            .and_then(Value::as_object)
+            .ok_or(Code::UsageParseFailed)?;
+        if msg.get("role").and_then(Value::as_str) != Some("assistant") {
+            return Ok(None);
+        }
+        let id = obj
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .ok_or(Code::UsageParseFailed)?;
+        let usage = msg
+            .get("usage")
+            .and_then(Value::as_object)
+            .ok_or(Code::UsageParseFailed)?;
+        let tokens = Tokens {
+            input: count(usage.get("input"), false)?,
+            output: count(usage.get("output"), false)?,
+            cache_write: count(usage.get("cacheWrite"), false)?,
+            cache_read: count(usage.get("cacheRead"), false)?,
+        };
+        let stop = msg
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .ok_or(Code::UsageParseFailed)?;
+        Ok(Some(Entry {
+            id: id.to_string(),
+            tokens,
+            provider: bounded_name(msg.get("provider").and_then(Value::as_str)),
+            model: bounded_name(msg.get("model").and_then(Value::as_str)),
+            last: stop != "toolUse",
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::outcome_of;
+    use super::*;
+    use serde_json::json;
+
+    fn reply(id: &str, model: &str, i: i64, o: i64, cr: i64, cw: i64, stop: &str) -> String {
+        json!({"type": "message", "id": id, "parentId": null, "timestamp": "2026-01-01T00:00:00Z",
+               "message": {"role": "assistant", "content": [{"type": "text", "text": "hidden"}],
+                           "api": "anthropic-messages", "provider": "anthropic", "model": model,
+                           "usage": {"input": i, "output": o, "cacheRead": cr, "cacheWrite": cw,
+                                     "totalTokens": i + o + cr + cw,
+                                     "cost": {"input": 0.1, "output": 0.2, "cacheRead": 0.0,
+                                              "cacheWrite": 0.0, "total": 0.3}},
+                           "stopReason": stop, "timestamp": 1}})
+        .to_string()
+    }
+
+    fn turn(lines: &[String]) -> Vec<Vec<u8>> {
+        vec![lines
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .into_bytes()]
+    }
+
+    #[test]
+    fn a_turn_with_tool_rounds_sums_its_replies() {
+        let t = turn(&[
+            json!({"type": "session", "version": 3, "id": "u", "cwd": "/w"}).to_string(),
+            json!({"type": "message", "id": "a0", "message": {"role": "user", "content": "hi"}}).to_string(),
+            reply("a1", "claude-opus-4", 10, 2, 0, 50, "toolUse"),
+            json!({"type": "message", "id": "a2", "message": {"role": "toolResult", "toolCallId": "c"}}).to_string(),
+            json!({"type": "model_change", "id": "a3", "provider": "openai", "modelId": "gpt-5"}).to_string(),
+            reply("a4", "gpt-5", 7, 9, 40, 0, "stop"),
+        ]);
+        let r = outcome_of(&Pi, &t).unwrap();
+        assert_eq!(
+            r.tokens,
+            Tokens {
+                input: 17,
+                output: 11,
+                cache_write: 50,
+                cache_read: 40
+            }
+        );
+        assert_eq!(
+            r.model.as_deref(),
+            Some("gpt-5"),
+            "the model that ended the turn"
+        );
+        assert_eq!(r.provider.as_deref(), Some("anthropic"));
+    }
+
+    #[test]
+    fn unfinished_and_malformed() {
+        let open = turn(&[reply("a1", "m", 1, 1, 0, 0, "toolUse")]);
+        assert_eq!(outcome_of(&Pi, &open), Err(Code::UsageTurnIncomplete));
+        for stop in ["stop", "length", "error", "aborted"] {
+            assert!(outcome_of(&Pi, &turn(&[reply("a", "m", 1, 1, 0, 0, stop)])).is_ok());
+        }
+        let mut no_stop: Value =
+            serde_json::from_str(&reply("a", "m", 1, 1, 0, 0, "stop")).unwrap();
+        no_stop["message"]
+            .as_object_mut()
+            .unwrap()
+            .remove("stopReason");
+        let mut no_cache: Value =
+            serde_json::from_str(&reply("a", "m", 1, 1, 0, 0, "stop")).unwrap();
+        no_cache["message"]["usage"]
+            .as_object_mut()
+            .unwrap()
+            .remove("cacheRead");
+        let mut no_id: Value = serde_json::from_str(&reply("a", "m", 1, 1, 0, 0, "stop")).unwrap();
+        no_id.as_object_mut().unwrap().remove("id");
+        for bad in [no_stop, no_cache, no_id] {
+            assert_eq!(
+                outcome_of(&Pi, &turn(&[bad.to_string()])),
+                Err(Code::UsageParseFailed),
+                "{bad}"
+            );
+        }
+    }
+}

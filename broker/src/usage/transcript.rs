@@ -1,0 +1,338 @@
+//! Reading a run's transcript: the files under its `transcript` path, what
+//! they held before a turn (the baseline) and what the turn appended.
+//!
+//! The path is either one file or a directory whose regular `*.jsonl`
+//! files directly inside it are the transcript (symbolic links and
+//! subdirectories are skipped). A baseline records, per file, a digest of
+//! its name, its length and the SHA-256 of those bytes: no text and no path
+//! is kept. Everything here blocks on the file system: it runs off the
+//! writer thread (see `verbs::usage`).
+
+use crate::error::Code;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// At most this many files in a transcript directory.
+pub const FILES_MAX: usize = 256;
+/// At most this many bytes over all of a transcript's files.
+pub const TRANSCRIPT_MAX: u64 = 512 << 20;
+/// At most this many bytes appended by one turn, over all files (held in
+/// memory while the turn is parsed).
+pub const APPENDED_MAX: u64 = 64 << 20;
+
+/// One file as a baseline saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    /// SHA-256 (hex) of the file's name, so the file is found again
+    /// without the name being kept.
+    pub name: String,
+    /// Its length then.
+    pub bytes: u64,
+    /// SHA-256 (hex) of those bytes.
+    pub sha256: String,
+}
+
+/// What a transcript held before a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Baseline {
+    pub files: Vec<Mark>,
+}
+
+impl Baseline {
+    /// The JSON object stored as the record's `baseline`.
+    pub fn to_json(&self) -> Value {
+        let files: Vec<Value> = self
+            .files
+            .iter()
+            .map(|m| json!({"name": m.name, "bytes": m.bytes, "sha256": m.sha256}))
+            .collect();
+        json!({ "files": files })
+    }
+
+    /// Reads a stored baseline back; `None` for anything this reader did
+    /// not write.
+    pub fn from_json(v: &Value) -> Option<Baseline> {
+        let files = v.as_object()?.get("files")?.as_array()?;
+        if files.len() > FILES_MAX {
+            return None;
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            let name = f.get("name")?.as_str().filter(|s| is_hex64(s))?;
+            let sha = f.get("sha256")?.as_str().filter(|s| is_hex64(s))?;
+            let bytes = f.get("bytes")?.as_u64()?;
+            out.push(Mark {
+                name: name.to_string(),
+                bytes,
+                sha256: sha.to_string(),
+            });
+        }
+        Some(Baseline { files: out })
+    }
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest a file is known by.
+fn name_digest(name: &[u8]) -> String {
+    hex(&Sha256::digest(name))
+}
+
+/// An I/O failure as the outcome code; the error's text stays here.
+fn io_code(e: &std::io::Error) -> Code {
+    tracing::debug!(kind = ?e.kind(), "usage transcript read failed");
+    Code::UsageSourceFailed
+}
+
+/// The transcript's files now: (name digest, path, length), in name order.
+/// A path that does not exist yet is an empty transcript (a harness may
+/// create its session file only when the first entry is written).
+fn listing(path: &Path) -> Result<Vec<(String, PathBuf, u64)>, Code> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_code(&e)),
+    };
+    let mut out = Vec::new();
+    if meta.is_file() {
+        let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+        out.push((name_digest(name), path.to_path_buf(), meta.len()));
+    } else if meta.is_dir() {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| io_code(&e))? {
+            let entry = entry.map_err(|e| io_code(&e))?;
+            let name = entry.file_name();
+            let is_file = entry.file_type().map_err(|e| io_code(&e))?.is_file();
+            if is_file && name.as_bytes().ends_with(b".jsonl") {
+                names.push(name);
+                if names.len() > FILES_MAX {
+                    return Err(Code::UsageTranscriptTooLarge);
+                }
+            }
+        }
+        names.sort();
+        for name in names {
+            let p = path.join(&name);
+            let len = match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_file() => m.len(),
+                // Gone or replaced since the listing: not a transcript file.
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_code(&e)),
+            };
+            out.push((name_digest(name.as_bytes()), p, len));
+        }
+    } else {
+        return Err(Code::UsageSourceFailed);
+    }
+    let total = out.iter().try_fold(0u64, |a, (_, _, l)| a.checked_add(*l));
+    if total.is_none_or(|t| t > TRANSCRIPT_MAX) {
+        return Err(Code::UsageTranscriptTooLarge);
+    }
+    Ok(out)
+}
+
+/// Opens a file for reading without following a symbolic link swapped in
+/// since the listing, and without blocking on a FIFO.
+fn open(path: &Path) -> Result<File, Code> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io_code(&e))?;
+    let m = f.metadata().map_err(|e| io_code(&e))?;
+    if !m.is_file() {
+        return Err(Code::UsageSourceFailed);
+    }
+    Ok(f)
+}
+
+/// Hashes up to `limit` bytes of `r`; returns the digest and how many bytes
+/// there were.
+fn hash_prefix(r: &mut impl Read, limit: u64) -> Result<(String, u64), Code> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    let mut take = r.take(limit);
+    loop {
+        let k = match take.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_code(&e)),
+        };
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((hex(&h.finalize()), n))
+}
+
+/// The baseline of the transcript at `path` now.
+pub fn baseline(path: &Path) -> Result<Baseline, Code> {
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    for (name, p, _) in listing(path)? {
+        let mut f = open(&p)?;
+        let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total)?;
+        total += bytes;
+        if total > TRANSCRIPT_MAX {
+            return Err(Code::UsageTranscriptTooLarge);
+        }
+        files.push(Mark {
+            name,
+            bytes,
+            sha256,
+        });
+    }
+    Ok(Baseline { files })
+}
+
+/// What the turn appended to each file since `base`, in name order (files
+/// that gained nothing are left out). A baselined file that is gone, shorter
+/// or changed within its baselined bytes is `usage-transcript-rewritten`; a
+/// part that does not end with a newline is `usage-turn-incomplete`.
+pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Vec<u8>>, Code> {
+    let now = listing(path)?;
+    for m in &base.files {
+        if !now.iter().any(|(n, _, _)| *n == m.name) {
+            return Err(Code::UsageTranscriptRewritten);
+        }
+    }
+    let mut parts = Vec::new();
+    let mut read = 0u64;
+    for (name, p, _) in now {
+        let mark = base.files.iter().find(|m| m.name == name);
+        let mut f = open(&p)?;
+        if let Some(m) = mark {
+            let (sha, n) = hash_prefix(&mut f, m.bytes)?;
+            if n != m.bytes || sha != m.sha256 {
+                return Err(Code::UsageTranscriptRewritten);
+            }
+        }
+        let mut part = Vec::new();
+        let room = APPENDED_MAX - read;
+        (&mut f)
+            .take(room + 1)
+            .read_to_end(&mut part)
+            .map_err(|e| io_code(&e))?;
+        read += part.len() as u64;
+        if read > APPENDED_MAX {
+            return Err(Code::UsageTranscriptTooLarge);
+        }
+        if part.is_empty() {
+            continue;
+        }
+        if part.last() != Some(&b'\n') {
+            return Err(Code::UsageTurnIncomplete);
+        }
+        parts.push(part);
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(p: &Path, s: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap();
+        f.write_all(s.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_file_baselines_and_gives_what_was_appended() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("session.jsonl");
+        let empty = baseline(&p).unwrap();
+        assert!(
+            empty.files.is_empty(),
+            "a missing file is an empty transcript"
+        );
+        append(&p, "{\"a\":1}\n");
+        assert_eq!(appended(&p, &empty).unwrap(), vec![b"{\"a\":1}\n".to_vec()]);
+        let b = baseline(&p).unwrap();
+        assert_eq!(b.files.len(), 1);
+        assert_eq!(b.files[0].bytes, 8);
+        assert_eq!(b.files[0].name, name_digest(b"session.jsonl"));
+        assert_eq!(Baseline::from_json(&b.to_json()), Some(b.clone()));
+        let text = b.to_json().to_string();
+        assert!(
+            !text.contains("session") && !text.contains("\"a\""),
+            "{text}"
+        );
+        assert!(appended(&p, &b).unwrap().is_empty());
+        append(&p, "{\"b\":2}\n");
+        assert_eq!(appended(&p, &b).unwrap(), vec![b"{\"b\":2}\n".to_vec()]);
+        append(&p, "{\"c\":");
+        assert_eq!(appended(&p, &b), Err(Code::UsageTurnIncomplete));
+    }
+
+    #[test]
+    fn a_rewrite_is_seen() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.jsonl");
+        append(&p, "{\"a\":1}\n{\"b\":2}\n");
+        let b = baseline(&p).unwrap();
+        // Same length, one byte changed.
+        std::fs::write(&p, "{\"a\":3}\n{\"b\":2}\n{\"c\":1}\n").unwrap();
+        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+        // Shorter.
+        std::fs::write(&p, "{\"a\":1}\n").unwrap();
+        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+        // Gone.
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+    }
+
+    #[test]
+    fn a_directory_reads_its_jsonl_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        append(&d.path().join("a.jsonl"), "1\n");
+        append(&d.path().join("notes.txt"), "ignored\n");
+        std::fs::create_dir(d.path().join("sub.jsonl")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("a.jsonl"), d.path().join("l.jsonl")).unwrap();
+        let b = baseline(d.path()).unwrap();
+        assert_eq!(b.files.len(), 1);
+        append(&d.path().join("a.jsonl"), "2\n");
+        append(&d.path().join("b.jsonl"), "3\n");
+        append(&d.path().join("notes.txt"), "more\n");
+        assert_eq!(
+            appended(d.path(), &b).unwrap(),
+            vec![b"2\n".to_vec(), b"3\n".to_vec()]
+        );
+        std::fs::remove_file(d.path().join("a.jsonl")).unwrap();
+        assert_eq!(appended(d.path(), &b), Err(Code::UsageTranscriptRewritten));
+    }
+
+    #[test]
+    fn other_kinds_of_path_fail_and_caps_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(baseline(&fifo), Err(Code::UsageSourceFailed));
+        for i in 0..=FILES_MAX {
+            append(&d.path().join(format!("{i}.jsonl")), "");
+        }
+        assert_eq!(baseline(d.path()), Err(Code::UsageTranscriptTooLarge));
+        assert_eq!(
+            Baseline::from_json(&json!({"files": [{"name": "x", "bytes": 1, "sha256": "y"}]})),
+            None
+        );
+    }
+}
