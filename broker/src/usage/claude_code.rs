@@ -193,9 +193,9 @@ mod tests {
             line("m", json!({"input_tokens": "1", "output_tokens": 1}), json!("end_turn"), json!([])),
             line("m", json!({"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": true}), json!("end_turn"), json!([])),
             // Past 2^63-1.
-            format!("{{\"type\":\"assistant\",\"message\":{{\"id\":\"m\",\"usage\":{{\"input_tokens\":9223372036854775808,\"output_tokens\":1}}}}}}"),
+            r#"{"type":"assistant","message":{"id":"m","usage":{"input_tokens":9223372036854775808,"output_tokens":1}}}"#.to_string(),
         ] {
-            assert_eq!(outcome_of(&ClaudeCode, &turn(&[bad.clone()])), Err(Code::UsageParseFailed), "{bad}");
+            assert_eq!(outcome_of(&ClaudeCode, &turn(std::slice::from_ref(&bad))), Err(Code::UsageParseFailed), "{bad}");
         }
         // Absent cache counts are zero.
         let lean = line(
