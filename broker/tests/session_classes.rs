@@ -62,6 +62,7 @@ fn args_for(verb: &str) -> Value {
         "trail" => json!({"subject": NO_ID}),
         "decisions" => json!({"list": "recent"}),
         "spec.read" => json!({"project": "site"}),
+        "usage.begin" | "usage.end" => json!({"turn": NO_ID}),
         "review.request" => {
             json!({"task_ref": "vikunja:1/1", "commit": "a".repeat(40), "to": "cto"})
         }
@@ -84,7 +85,7 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
     match verb {
         "role.claim" | "role.release" | "role.revoke" | "event.emit" | "decision.raise"
         | "requirements" | "review.request" | "review.verdict" | "organization.set"
-        | "staff.request" | "spec.read" => role_only(c),
+        | "staff.request" | "spec.read" | "usage.begin" | "usage.end" => role_only(c),
         // Mutations a role, the human and the tester make; never a reader.
         "message.send" | "message.receive" | "message.read" => match c {
             Reader => Some(Code::ReadOnly),
@@ -168,6 +169,8 @@ const VERBS: &[&str] = &[
     "routes.set",
     "staff.request",
     "spec.read",
+    "usage.begin",
+    "usage.end",
     "name.set",
     "names",
     "usage",

@@ -166,7 +166,7 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     };
     let verb = env.verb;
     let args = env.args;
-    if verbs::project::is_staged(&verb, args.as_ref()) {
+    if verbs::is_staged(&verb, args.as_ref()) {
         return staged(ctx, stream, id, env.auth, peer, verb, args).await;
     }
     match env.auth {
@@ -199,10 +199,11 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     }
 }
 
-/// A verb with a Git side (`verbs::project::STAGED`): the writer prepares
-/// it (caller, checks, the repository), a blocking worker runs Git outside
-/// every store transaction, and the writer finishes it with the outcome.
-/// The writer never waits on Git, so other requests go on meanwhile.
+/// A staged verb (`verbs::is_staged`: a Git side, or a transcript to read):
+/// the writer prepares it (caller, checks, what to read), a blocking worker
+/// does the slow part outside every store transaction, and the writer
+/// finishes it with the outcome (a usage verb's record is written then).
+/// The writer never waits on Git or a file, so other requests go on meanwhile.
 async fn staged(
     ctx: &Ctx,
     stream: &UnixStream,
@@ -240,17 +241,29 @@ async fn staged(
         Ok(Ok(staged)) => staged,
         Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
     };
-    let outcome = match staged.job {
-        Some(job) => tokio::task::spawn_blocking(move || job.run())
-            .await
-            .unwrap_or(Err(Code::ProjectUnavailable)),
-        None => Ok(Value::Null),
+    let finished = match staged {
+        verbs::Staged::Project(staged) => {
+            let outcome = match staged.job {
+                Some(job) => tokio::task::spawn_blocking(move || job.run())
+                    .await
+                    .unwrap_or(Err(Code::ProjectUnavailable)),
+                None => Ok(Value::Null),
+            };
+            let then = (staged.then, staged.subject);
+            ctx.writer
+                .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
+                .await
+        }
+        verbs::Staged::Usage(job) => {
+            let lost = job.lost();
+            let worked = tokio::task::spawn_blocking(move || job.run())
+                .await
+                .unwrap_or(lost);
+            ctx.writer
+                .run(move |core| verbs::finish_usage(core, &caller, &verb, worked))
+                .await
+        }
     };
-    let then = (staged.then, staged.subject);
-    let finished = ctx
-        .writer
-        .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
-        .await;
     match finished {
         Ok(Ok(v)) => Answer::Reply(envelope::ok(v, id)),
         Ok(Err(code)) | Err(code) => Answer::Reply(refusal(code, id)),

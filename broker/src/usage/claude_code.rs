@@ -73,10 +73,13 @@ impl Source for ClaudeCode {
 
 /// A token count: a non-negative integer up to 2^63-1; the cache counts
 /// may be absent or null (0: the API leaves them out when no cache was used).
-pub(crate) fn count(v: Option<&Value>, optional: bool) -> Result<i64, Code> {
+pub(crate) fn count(v: Option<&Value>, optional: bool) -> Result<u64, Code> {
     match v {
         None | Some(Value::Null) if optional => Ok(0),
-        Some(n) => n.as_i64().filter(|n| *n >= 0).ok_or(Code::UsageParseFailed),
+        Some(n) => n
+            .as_u64()
+            .filter(|n| *n <= super::COUNT_MAX)
+            .ok_or(Code::UsageParseFailed),
         None => Err(Code::UsageParseFailed),
     }
 }

@@ -17,26 +17,25 @@ use std::collections::HashMap;
 use std::path::Path;
 use transcript::Baseline;
 
-/// A turn's token counts (each a SQLite integer, so at most 2^63-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Tokens {
-    pub input: i64,
-    pub output: i64,
-    pub cache_write: i64,
-    pub cache_read: i64,
-}
+pub use crate::policy::usage::Tokens;
 
-impl Tokens {
-    /// Adds `o`; a sum past 2^63-1 is `usage-parse-failed` (no store column
-    /// can hold it, so the transcript's numbers are not believable).
-    fn add(&mut self, o: &Tokens) -> Result<(), Code> {
-        let add = |a: i64, b: i64| a.checked_add(b).ok_or(Code::UsageParseFailed);
-        self.input = add(self.input, o.input)?;
-        self.output = add(self.output, o.output)?;
-        self.cache_write = add(self.cache_write, o.cache_write)?;
-        self.cache_read = add(self.cache_read, o.cache_read)?;
-        Ok(())
-    }
+/// The largest count or sum a reading may hold: the store's integer.
+pub const COUNT_MAX: u64 = i64::MAX as u64;
+
+/// Adds `o` to `t`; a sum past [`COUNT_MAX`] is `usage-parse-failed` (no
+/// store column can hold it, so the transcript's numbers are not
+/// believable).
+fn add(t: &mut Tokens, o: &Tokens) -> Result<(), Code> {
+    let add = |a: u64, b: u64| {
+        a.checked_add(b)
+            .filter(|s| *s <= COUNT_MAX)
+            .ok_or(Code::UsageParseFailed)
+    };
+    t.input = add(t.input, o.input)?;
+    t.output = add(t.output, o.output)?;
+    t.cache_write = add(t.cache_write, o.cache_write)?;
+    t.cache_read = add(t.cache_read, o.cache_read)?;
+    Ok(())
 }
 
 /// One model reply a source found in a transcript line.
@@ -117,7 +116,7 @@ pub fn outcome_of(source: &dyn Source, parts: &[Vec<u8>]) -> Result<Reading, Cod
         any = true;
         let last = last.clone();
         for (_, e) in replies.values() {
-            tokens.add(&e.tokens)?;
+            add(&mut tokens, &e.tokens)?;
         }
         if last.model.is_some() || closing.is_none() {
             closing = Some(last);
@@ -189,15 +188,15 @@ mod tests {
     #[test]
     fn sums_past_i64_are_parse_failures() {
         let mut t = Tokens {
-            input: i64::MAX,
+            input: COUNT_MAX,
             ..Tokens::default()
         };
-        assert_eq!(
-            t.add(&Tokens {
-                input: 1,
-                ..Tokens::default()
-            }),
-            Err(Code::UsageParseFailed)
-        );
+        let one = Tokens {
+            input: 1,
+            ..Tokens::default()
+        };
+        assert_eq!(add(&mut t, &one), Err(Code::UsageParseFailed));
+        t.input -= 1;
+        assert_eq!(add(&mut t, &one), Ok(()));
     }
 }

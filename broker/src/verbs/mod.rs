@@ -19,6 +19,7 @@ mod reads;
 pub(crate) mod reviews;
 mod roles;
 pub(crate) mod threads;
+pub(crate) mod usage;
 
 pub use args::Args;
 
@@ -203,8 +204,8 @@ pub const VERBS: &[VerbEntry] = &[
     planned_human("project.files"),
     planned_human("project.file"),
     planned_human("project.file.save"),
-    planned("usage.begin"),
-    planned("usage.end"),
+    served("usage.begin", ROLE, usage::begin_inline),
+    served("usage.end", ROLE, usage::end_inline),
     served("instances", HUMAN, run::<organization::InstancesRead>),
     served("instances.set", HUMAN, run::<organization::InstancesSet>),
     served("routes", HUMAN, run::<organization::RoutesRead>),
@@ -238,19 +239,39 @@ pub fn dispatch(
     }
 }
 
-/// Prepares a verb whose Git side runs off the writer thread (see
-/// [`project::is_staged`]): the same checks and refusal evidence as
-/// [`dispatch`], then the verb's writer-side part, returning the Git job
-/// and what to do with its outcome.
+/// True for a verb the server runs in three stages (prepare on the writer,
+/// its slow part on a blocking worker, finish on the writer): the verbs
+/// with a Git side (`project::is_staged`, which looks at the args: only a
+/// cited raise is staged) and the usage verbs, which read a transcript.
+pub fn is_staged(verb: &str, args: Option<&Map<String, Value>>) -> bool {
+    project::is_staged(verb, args) || usage::is_staged(verb)
+}
+
+/// A prepared staged verb.
+pub enum Staged {
+    /// A Git job and what the writer does with its outcome.
+    Project(project::Staged),
+    /// A transcript to read (or a recorded result to answer again).
+    Usage(usage::Job),
+}
+
+/// Prepares a staged verb (see [`is_staged`]): the same checks and refusal
+/// evidence as [`dispatch`], then the verb's writer-side part, returning
+/// the work to run off the writer and what to do with its outcome.
 pub fn prepare_staged(
     core: &mut Core,
     caller: &Caller,
     verb: &str,
     args: Option<Map<String, Value>>,
-) -> Result<project::Staged, Code> {
+) -> Result<Staged, Code> {
     let subject = refusal_subject(args.as_ref());
-    let prepared = check_entry(core, caller, verb, args.as_ref())
-        .and_then(|()| project::prepare(core, caller, verb, Args::new(args)));
+    let prepared = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
+        if usage::is_staged(verb) {
+            usage::prepare(core, caller, verb, Args::new(args)).map(Staged::Usage)
+        } else {
+            project::prepare(core, caller, verb, Args::new(args)).map(Staged::Project)
+        }
+    });
     prepared.map_err(|code| refused(core, caller, verb, subject, code))
 }
 
@@ -270,6 +291,22 @@ pub fn finish_staged(
         Ok(reply)
     });
     checked.map_err(|code| refused(core, caller, verb, subject, code))
+}
+
+/// Finishes a usage verb on the writer side with what its transcript
+/// reading found: the record written (or the one already there answered),
+/// the known-token check on the reply, or the refusal's evidence.
+pub fn finish_usage(
+    core: &mut Core,
+    caller: &Caller,
+    verb: &str,
+    worked: usage::Worked,
+) -> Result<Value, Code> {
+    let checked = usage::finish(core, worked).and_then(|reply| {
+        core.known_tokens().check(&reply)?;
+        Ok(reply)
+    });
+    checked.map_err(|code| refused(core, caller, verb, None, code))
 }
 
 /// The checks before a verb's own: unknown verb, the tester's class, the

@@ -1,0 +1,562 @@
+//! `usage.begin` / `usage.end` on a real broker over the real socket, with
+//! real transcript files the tests write: sums over turns, replays charged
+//! once, the run's account on each record, and every unknown outcome
+//! (absent source, rewritten transcript, unfinished turn, parse failure,
+//! missing baseline) recorded with its code and logged without text.
+
+use mosaic_tests::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Text that must never leave a transcript (not in a reply, the store or
+/// the log).
+const SECRET: &str = "transcript-secret-7f3a";
+
+struct Env {
+    root: tempfile::TempDir,
+    files: tempfile::TempDir,
+    b: Broker,
+    pm: String,
+    _procs: Vec<Sleeper>,
+}
+
+impl Env {
+    fn new() -> Env {
+        let root = data_root();
+        let files = tempfile::tempdir().expect("tempdir");
+        let mut b = Broker::start(root.path());
+        let p = sleeper();
+        let pm = b.bind("pm", "run-pm", p.id());
+        res(&b.call(&pm, "role.claim", Value::Null));
+        Env {
+            root,
+            files,
+            b,
+            pm,
+            _procs: vec![p],
+        }
+    }
+
+    /// Binds `role` as `run` with `harness`, a transcript and an account,
+    /// and claims the role.
+    fn run(
+        &mut self,
+        role: &str,
+        run: &str,
+        harness: &str,
+        transcript: Option<&Path>,
+        account: Option<&str>,
+    ) -> String {
+        let p = sleeper();
+        let mut rec = json!({"business": "acme", "role": role, "run": run, "harness": harness,
+                             "pid": p.id(), "startTime": start_time(p.id())});
+        if let Some(t) = transcript {
+            rec["transcript"] = json!(t.to_str().unwrap());
+        }
+        if let Some(a) = account {
+            rec["account"] = json!(a);
+        }
+        let r = self.b.op(json!({"op": "bindLaunch", "record": rec}));
+        assert_eq!(r["ok"], json!(true), "bind: {r}");
+        let cap = r["launch"]["cap"].as_str().unwrap().to_string();
+        res(&self.b.call(&cap, "role.claim", Value::Null));
+        self._procs.push(p);
+        cap
+    }
+
+    /// A message from the pm to `role`, delivered to `cap`'s run: a turn.
+    fn turn(&self, role: &str, cap: &str) -> String {
+        let sent = res(&self
+            .b
+            .call(&self.pm, "message.send", json!({"to": role, "body": "go"})))
+        .clone();
+        let got = res(&self.b.call(cap, "message.receive", Value::Null)).clone();
+        let id = sent["id"].as_str().unwrap().to_string();
+        assert!(
+            got["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == json!(id)),
+            "{got}"
+        );
+        id
+    }
+
+    fn begin(&self, cap: &str, turn: &str) -> Value {
+        res(&self.b.call(cap, "usage.begin", json!({"turn": turn}))).clone()
+    }
+
+    fn end(&self, cap: &str, turn: &str) -> Value {
+        res(&self.b.call(cap, "usage.end", json!({"turn": turn}))).clone()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.files.path().join(name)
+    }
+
+    /// Every usage record of `turn`: (kind, source, account, input, output,
+    /// cache_write, cache_read, code, provider, model).
+    fn records(&self, turn: &str) -> Vec<Value> {
+        let conn = db(self.root.path());
+        let mut st = conn
+            .prepare(
+                "SELECT kind, source, account, input, output, cache_write, cache_read, code,
+                   provider, model, baseline FROM usage_records WHERE turn = ?1 ORDER BY seq",
+            )
+            .unwrap();
+        let rows = st
+            .query_map([turn], |r| {
+                Ok(json!({
+                    "kind": r.get::<_, String>(0)?, "source": r.get::<_, String>(1)?,
+                    "account": r.get::<_, Option<String>>(2)?,
+                    "input": r.get::<_, Option<i64>>(3)?, "output": r.get::<_, Option<i64>>(4)?,
+                    "cacheWrite": r.get::<_, Option<i64>>(5)?, "cacheRead": r.get::<_, Option<i64>>(6)?,
+                    "code": r.get::<_, Option<String>>(7)?,
+                    "provider": r.get::<_, Option<String>>(8)?, "model": r.get::<_, Option<String>>(9)?,
+                    "baseline": r.get::<_, Option<String>>(10)?,
+                }))
+            })
+            .unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+}
+
+fn append(p: &Path, lines: &[Value]) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
+}
+
+/// A Claude Code reply line.
+fn cc(id: &str, usage: [u64; 4], stop: Value, block: &str) -> Value {
+    json!({"type": "assistant", "sessionId": "s", "message": {
+        "id": id, "model": "claude-sonnet-4-5", "role": "assistant", "stop_reason": stop,
+        "content": [{"type": block, "text": SECRET}],
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1],
+                  "cache_creation_input_tokens": usage[2], "cache_read_input_tokens": usage[3]}}})
+}
+
+fn cc_user() -> Value {
+    json!({"type": "user", "message": {"role": "user", "content": SECRET}})
+}
+
+/// A pi reply entry.
+fn pi(id: &str, model: &str, usage: [u64; 4], stop: &str) -> Value {
+    json!({"type": "message", "id": id, "parentId": null, "timestamp": "2026-01-01T00:00:00Z",
+           "message": {"role": "assistant", "content": [{"type": "text", "text": SECRET}],
+                       "provider": "openai", "model": model, "stopReason": stop,
+                       "usage": {"input": usage[0], "output": usage[1], "cacheWrite": usage[2],
+                                 "cacheRead": usage[3], "totalTokens": 0}}})
+}
+
+fn known(
+    turn: &str,
+    source: &str,
+    account: Value,
+    model: &str,
+    provider: &str,
+    n: [Value; 4],
+) -> Value {
+    json!({"turn": turn, "outcomes": [{"source": source, "known": true, "provider": provider,
+           "model": model, "account": account, "input": n[0], "output": n[1],
+           "cacheWrite": n[2], "cacheRead": n[3]}]})
+}
+
+fn unknown(turn: &str, source: &str, code: &str) -> Value {
+    json!({"turn": turn, "outcomes": [{"source": source, "known": false, "code": code}]})
+}
+
+fn baselined(turn: &str, source: &str) -> Value {
+    json!({"turn": turn, "sources": [{"source": source, "baseline": true}]})
+}
+
+#[test]
+fn claude_code_turns_sum_once_each_replay_charges_nothing_and_carry_the_account() {
+    let mut e = Env::new();
+    let t = e.path("session.jsonl");
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), Some("acct-team"));
+    // History before the first turn is not this turn's.
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m0", [1000, 1000, 0, 0], json!("end_turn"), "text"),
+        ],
+    );
+
+    let t1 = e.turn("dev", &dev);
+    assert_eq!(e.begin(&dev, &t1), baselined(&t1, "claude-code"));
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m1", [10, 5, 100, 1000], json!(null), "thinking"),
+            cc("m1", [10, 7, 100, 1000], json!("tool_use"), "tool_use"),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result", "content": SECRET}]}}),
+            cc("m2", [3, 20, 0, 1100], json!("end_turn"), "text"),
+        ],
+    );
+    let want1 = known(
+        &t1,
+        "claude-code",
+        json!("acct-team"),
+        "claude-sonnet-4-5",
+        "anthropic",
+        [json!(13), json!(27), json!(100), json!(2100)],
+    );
+    assert_eq!(e.end(&dev, &t1), want1);
+    // Replays: the recorded results again, nothing more written.
+    assert_eq!(e.end(&dev, &t1), want1);
+    assert_eq!(e.begin(&dev, &t1), baselined(&t1, "claude-code"));
+    let rows = e.records(&t1);
+    assert_eq!(rows.len(), 2, "one baseline and one outcome: {rows:#?}");
+    assert_eq!(rows[0]["kind"], json!("baseline"));
+    assert_eq!(rows[1]["kind"], json!("known"));
+    assert_eq!(
+        (
+            &rows[1]["input"],
+            &rows[1]["output"],
+            &rows[1]["cacheWrite"],
+            &rows[1]["cacheRead"]
+        ),
+        (&json!(13), &json!(27), &json!(100), &json!(2100))
+    );
+    for r in &rows {
+        assert_eq!(r["account"], json!("acct-team"), "{r}");
+    }
+    // The baseline holds digests and lengths, no path and no text.
+    let base = rows[0]["baseline"].as_str().unwrap();
+    assert!(
+        !base.contains("session") && !base.contains(SECRET) && !base.contains("/"),
+        "{base}"
+    );
+
+    // A second turn: begin twice, end twice; charged once.
+    let t2 = e.turn("dev", &dev);
+    assert_eq!(e.begin(&dev, &t2), baselined(&t2, "claude-code"));
+    assert_eq!(e.begin(&dev, &t2), baselined(&t2, "claude-code"));
+    append(
+        &t,
+        &[cc_user(), cc("m3", [1, 2, 3, 4], json!("end_turn"), "text")],
+    );
+    let want2 = known(
+        &t2,
+        "claude-code",
+        json!("acct-team"),
+        "claude-sonnet-4-5",
+        "anthropic",
+        [json!(1), json!(2), json!(3), json!(4)],
+    );
+    assert_eq!(e.end(&dev, &t2), want2);
+    // Written after the end: not the second turn's.
+    append(&t, &[cc("m4", [500, 500, 0, 0], json!("end_turn"), "text")]);
+    assert_eq!(e.end(&dev, &t2), want2);
+    assert_eq!(e.records(&t2).len(), 2);
+
+    // session.launched never carries the account or the transcript.
+    let conn = db(e.root.path());
+    let launched: String = conn
+        .query_row(
+            "SELECT body FROM events WHERE kind = 'session.launched' AND run = 'run-dev'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        !launched.contains("acct-team")
+            && !launched.contains("account")
+            && !launched.contains("transcript"),
+        "{launched}"
+    );
+    assert!(!e.b.stderr().contains(SECRET));
+}
+
+#[test]
+fn pi_reads_a_session_directory_and_counts_past_2_pow_53_as_strings() {
+    let mut e = Env::new();
+    let dir = e.path("sessions");
+    std::fs::create_dir(&dir).unwrap();
+    // pi writes its session file only with its first entry: the directory
+    // is empty at the first begin.
+    let dev = e.run("dev", "run-dev", "pi", Some(&dir), None);
+    let t1 = e.turn("dev", &dev);
+    assert_eq!(e.begin(&dev, &t1), baselined(&t1, "pi"));
+    let f = dir.join("2026-01-01_abc.jsonl");
+    append(
+        &f,
+        &[
+            json!({"type": "session", "version": 3, "id": "u", "cwd": "/w"}),
+            json!({"type": "message", "id": "e1", "message": {"role": "user", "content": SECRET}}),
+            pi("e2", "gpt-5", [10, 1, 0, 0], "toolUse"),
+            json!({"type": "message", "id": "e3", "message": {"role": "toolResult", "toolCallId": "c"}}),
+            pi("e4", "gpt-5", [20, 2, 5, 7], "stop"),
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &t1),
+        known(
+            &t1,
+            "pi",
+            json!(null),
+            "gpt-5",
+            "openai",
+            [json!(30), json!(3), json!(5), json!(7)]
+        )
+    );
+    // A turn whose counts pass 2^53 - 1: decimal strings, exact.
+    let t2 = e.turn("dev", &dev);
+    e.begin(&dev, &t2);
+    let big = 1u64 << 62;
+    append(&f, &[pi("e5", "gpt-5", [big, 3, 0, (1 << 53) - 1], "stop")]);
+    assert_eq!(
+        e.end(&dev, &t2),
+        known(
+            &t2,
+            "pi",
+            json!(null),
+            "gpt-5",
+            "openai",
+            [
+                json!(big.to_string()),
+                json!(3),
+                json!(0),
+                json!(9007199254740991u64)
+            ]
+        )
+    );
+    let rows = e.records(&t2);
+    assert_eq!(rows[1]["input"], json!(big));
+    assert_eq!(
+        rows[1]["account"],
+        json!(null),
+        "a pi run without an account"
+    );
+}
+
+#[test]
+fn unknown_turns_are_recorded_once_with_their_code_and_logged_without_text() {
+    let mut e = Env::new();
+    let t = e.path("cc.jsonl");
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), Some("acct"));
+    append(
+        &t,
+        &[cc_user(), cc("m0", [1, 1, 0, 0], json!("end_turn"), "text")],
+    );
+
+    // A rewritten transcript: the history before the turn changed.
+    let rewritten = e.turn("dev", &dev);
+    e.begin(&dev, &rewritten);
+    std::fs::write(&t, "").unwrap();
+    append(
+        &t,
+        &[cc_user(), cc("m1", [9, 9, 0, 0], json!("end_turn"), "text")],
+    );
+    let want = unknown(&rewritten, "claude-code", "usage-transcript-rewritten");
+    assert_eq!(e.end(&dev, &rewritten), want);
+    assert_eq!(e.end(&dev, &rewritten), want, "a replay");
+    let rows = e.records(&rewritten);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (
+            &rows[1]["kind"],
+            &rows[1]["code"],
+            &rows[1]["account"],
+            &rows[1]["input"]
+        ),
+        (
+            &json!("unknown"),
+            &json!("usage-transcript-rewritten"),
+            &json!("acct"),
+            &json!(null)
+        )
+    );
+
+    // An unfinished turn: the last reply asks for a tool.
+    let open = e.turn("dev", &dev);
+    e.begin(&dev, &open);
+    append(&t, &[cc("m2", [1, 1, 0, 0], json!("tool_use"), "tool_use")]);
+    assert_eq!(
+        e.end(&dev, &open),
+        unknown(&open, "claude-code", "usage-turn-incomplete")
+    );
+
+    // A partial last line.
+    let partial = e.turn("dev", &dev);
+    e.begin(&dev, &partial);
+    {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+        write!(f, "{{\"type\":\"assistant\",\"message\":{{\"id\":\"m3\"").unwrap();
+    }
+    assert_eq!(
+        e.end(&dev, &partial),
+        unknown(&partial, "claude-code", "usage-turn-incomplete")
+    );
+
+    // Start the file over so the next turns begin on whole lines.
+    std::fs::remove_file(&t).unwrap();
+    // An unparseable line.
+    let bad = e.turn("dev", &dev);
+    e.begin(&dev, &bad);
+    append(
+        &t,
+        &[json!({"type": "assistant", "message": {"id": "m4", "content": SECRET}})],
+    );
+    assert_eq!(
+        e.end(&dev, &bad),
+        unknown(&bad, "claude-code", "usage-parse-failed")
+    );
+
+    // An end with no begin.
+    let unbegun = e.turn("dev", &dev);
+    let want = unknown(&unbegun, "claude-code", "usage-baseline-missing");
+    assert_eq!(e.end(&dev, &unbegun), want);
+    // A begin after the turn settled: nothing is baselined.
+    assert_eq!(
+        e.begin(&dev, &unbegun),
+        json!({"turn": unbegun, "sources": [
+        {"source": "claude-code", "baseline": false, "code": "usage-baseline-missing"}]})
+    );
+    assert_eq!(e.records(&unbegun).len(), 1);
+
+    // A harness with no built-in source: settled at begin.
+    let codex = e.run("cto", "run-cto", "codex", Some(&t), None);
+    let absent = e.turn("cto", &codex);
+    let begun = e.begin(&codex, &absent);
+    assert_eq!(
+        begun,
+        json!({"turn": absent, "sources": [
+        {"source": "codex", "baseline": false, "code": "usage-source-absent"}]})
+    );
+    assert_eq!(e.begin(&codex, &absent), begun);
+    assert_eq!(
+        e.end(&codex, &absent),
+        unknown(&absent, "codex", "usage-source-absent")
+    );
+    assert_eq!(e.records(&absent).len(), 1);
+
+    // A known source but no transcript in the launch record.
+    let pm_turn = {
+        let sent = res(&e
+            .b
+            .call(&codex, "message.send", json!({"to": "pm", "body": "x"})))
+        .clone();
+        res(&e.b.call(&e.pm, "message.receive", Value::Null));
+        sent["id"].as_str().unwrap().to_string()
+    };
+    // The pm's run was bound with harness pi and no transcript.
+    assert_eq!(
+        e.begin(&e.pm, &pm_turn)["sources"][0]["code"],
+        json!("usage-source-absent")
+    );
+    assert_eq!(
+        e.end(&e.pm, &pm_turn),
+        unknown(&pm_turn, "pi", "usage-source-absent")
+    );
+
+    // Each unknown outcome is logged once, with its code, never with text.
+    let log = e.b.stderr();
+    for code in [
+        "usage-transcript-rewritten",
+        "usage-turn-incomplete",
+        "usage-parse-failed",
+        "usage-baseline-missing",
+        "usage-source-absent",
+    ] {
+        assert!(log.contains(code), "{code} not logged:\n{log}");
+    }
+    assert_eq!(
+        log.matches("usage-transcript-rewritten").count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains(SECRET), "{log}");
+    assert!(
+        !log.contains(t.to_str().unwrap()),
+        "the transcript path is not logged"
+    );
+}
+
+#[test]
+fn usage_calls_refuse_what_is_not_the_holder_s_delivered_turn() {
+    let mut e = Env::new();
+    let t = e.path("s.jsonl");
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), None);
+    let cto = e.run("cto", "run-cto", "claude-code", Some(&t), None);
+    let turn = e.turn("dev", &dev);
+    let call = |cap: &str, verb: &str, args: Value| err(&e.b.call(cap, verb, args)).to_string();
+    for verb in ["usage.begin", "usage.end"] {
+        assert_eq!(call(&dev, verb, json!({})), "invalid-request");
+        assert_eq!(
+            call(&dev, verb, json!({"turn": turn, "run": "x"})),
+            "invalid-request"
+        );
+        assert_eq!(call(&dev, verb, json!({"turn": 7})), "invalid-request");
+        assert_eq!(
+            call(
+                &dev,
+                verb,
+                json!({"turn": "00000000-0000-4000-8000-000000000000"})
+            ),
+            "message-not-found"
+        );
+        // Another role's turn.
+        assert_eq!(call(&cto, verb, json!({"turn": turn})), "message-not-found");
+        assert_eq!(
+            call(&e.b.reader_cap(), verb, json!({"turn": turn})),
+            "read-only"
+        );
+    }
+    // Sent but not yet received: not delivered.
+    let sent = res(&e
+        .b
+        .call(&e.pm, "message.send", json!({"to": "cto", "body": "later"})))
+    .clone();
+    let undelivered = sent["id"].as_str().unwrap();
+    assert_eq!(
+        call(&cto, "usage.begin", json!({"turn": undelivered})),
+        "not-delivered"
+    );
+    // Not the holder any more.
+    res(&e.b.call(&dev, "role.release", Value::Null));
+    assert_eq!(
+        call(&dev, "usage.begin", json!({"turn": turn})),
+        "not-holder"
+    );
+    assert_eq!(call(&dev, "usage.end", json!({"turn": turn})), "not-holder");
+    // Nothing was recorded; each refusal left its evidence.
+    let conn = db(e.root.path());
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM usage_records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
+    let refused: Vec<Value> = refusals(e.root.path())
+        .into_iter()
+        .filter(|r| r[3] == json!("usage.begin") || r[3] == json!("usage.end"))
+        .collect();
+    assert!(
+        refused.contains(&json!(["dev", "run-dev", null, "usage.end", "not-holder"])),
+        "{refused:?}"
+    );
+    assert!(
+        refused.contains(&json!([
+            "cto",
+            "run-cto",
+            null,
+            "usage.begin",
+            "not-delivered"
+        ])),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.len(),
+        13,
+        "every refusal but the reader's: {refused:#?}"
+    );
+}
