@@ -560,3 +560,125 @@ fn usage_calls_refuse_what_is_not_the_holder_s_delivered_turn() {
         "every refusal but the reader's: {refused:#?}"
     );
 }
+
+/// Turns recorded by `usage.begin`/`usage.end` from real transcripts, read
+/// back through the `usage` read: sums per run, instance, provider, model
+/// and account, pending and unknown turns counted, and totals past 2^53 - 1
+/// (past 2^63 - 1 too, summed exactly) as decimal strings.
+#[test]
+fn the_usage_read_sums_what_the_turns_recorded() {
+    let mut e = Env::new();
+    let big = 1u64 << 62;
+    // dev: Claude Code, with an account.
+    let t = e.path("dev.jsonl");
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), Some("acct-a"));
+    let d1 = e.turn("dev", &dev);
+    e.begin(&dev, &d1);
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m1", [13, 27, 100, 2100], json!("end_turn"), "text"),
+        ],
+    );
+    assert_eq!(e.end(&dev, &d1)["outcomes"][0]["known"], json!(true));
+    let d2 = e.turn("dev", &dev);
+    e.begin(&dev, &d2);
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m2", [big, 5, 0, 0], json!("end_turn"), "text"),
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &d2)["outcomes"][0]["input"],
+        json!(big.to_string())
+    );
+    // Replays change nothing in the read.
+    e.end(&dev, &d2);
+    e.begin(&dev, &d2);
+
+    // cto: pi, no account; one known turn, one unfinished, one pending.
+    let dir = e.path("cto");
+    std::fs::create_dir(&dir).unwrap();
+    let f = dir.join("s.jsonl");
+    let cto = e.run("cto", "run-cto", "pi", Some(&dir), None);
+    let c1 = e.turn("cto", &cto);
+    e.begin(&cto, &c1);
+    append(&f, &[pi("p1", "gpt-5", [big, 1, 2, 3], "stop")]);
+    assert_eq!(e.end(&cto, &c1)["outcomes"][0]["known"], json!(true));
+    let c3 = e.turn("cto", &cto);
+    e.begin(&cto, &c3);
+    append(&f, &[pi("p2", "gpt-5", [7, 7, 7, 7], "toolUse")]);
+    assert_eq!(
+        e.end(&cto, &c3)["outcomes"][0]["code"],
+        json!("usage-turn-incomplete")
+    );
+    // The next turn begins after the unfinished one's lines: pending.
+    let c2 = e.turn("cto", &cto);
+    e.begin(&cto, &c2);
+
+    // pm: pi without a transcript; settled unknown at begin.
+    let sent = res(&e
+        .b
+        .call(&cto, "message.send", json!({"to": "pm", "body": "x"})))
+    .clone();
+    res(&e.b.call(&e.pm, "message.receive", Value::Null));
+    let p1 = sent["id"].as_str().unwrap().to_string();
+    e.begin(&e.pm, &p1);
+
+    let row = |k: &str, v: Value, n: [Value; 4], unknown: u64| {
+        json!({k: v, "input": n[0], "output": n[1], "cacheWrite": n[2], "cacheRead": n[3],
+               "unknownTurns": unknown})
+    };
+    let s = |n: u64| json!(n.to_string());
+    let dev_sums = [s(big + 13), json!(32), json!(100), json!(2100)];
+    let cto_sums = [s(big), json!(1), json!(2), json!(3)];
+    let none = [json!(0), json!(0), json!(0), json!(0)];
+    let want = json!({
+        "total": {"input": "9223372036854775821", "output": 33, "cacheWrite": 102,
+                  "cacheRead": 2103, "unknownTurns": 3},
+        "byRun": [
+            row("run", json!("run-cto"), cto_sums.clone(), 2),
+            row("run", json!("run-dev"), dev_sums.clone(), 0),
+            row("run", json!("run-pm"), none.clone(), 1),
+        ],
+        "byInstance": [
+            row("instance", json!("cto"), cto_sums.clone(), 2),
+            row("instance", json!("dev"), dev_sums.clone(), 0),
+            row("instance", json!("pm"), none.clone(), 1),
+        ],
+        "byProvider": [
+            row("provider", json!(null), none.clone(), 3),
+            row("provider", json!("anthropic"), dev_sums.clone(), 0),
+            row("provider", json!("openai"), cto_sums.clone(), 0),
+        ],
+        "byModel": [
+            row("model", json!(null), none.clone(), 3),
+            row("model", json!("claude-sonnet-4-5"), dev_sums.clone(), 0),
+            row("model", json!("gpt-5"), cto_sums.clone(), 0),
+        ],
+        "byAccount": [
+            row("account", json!(null), cto_sums.clone(), 3),
+            row("account", json!("acct-a"), dev_sums.clone(), 0),
+        ],
+    });
+    assert_eq!(
+        res(&e.b.call(&e.b.reader_cap(), "usage", Value::Null)),
+        &want
+    );
+    // The pending turn ends: it becomes known and leaves unknownTurns.
+    append(&f, &[pi("p3", "gpt-5", [1, 0, 0, 0], "stop")]);
+    let after = res(&e.b.call(&e.b.reader_cap(), "usage", Value::Null)).clone();
+    assert_eq!(
+        after["total"]["unknownTurns"],
+        json!(3),
+        "c2 is still pending"
+    );
+    let ended = e.end(&cto, &c2);
+    assert_eq!(ended["outcomes"][0]["known"], json!(true), "{ended}");
+    let after = res(&e.b.call(&e.b.reader_cap(), "usage", Value::Null)).clone();
+    assert_eq!(after["total"]["unknownTurns"], json!(2));
+    assert_eq!(after["total"]["input"], json!("9223372036854775822"));
+}
