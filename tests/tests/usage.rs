@@ -682,3 +682,64 @@ fn the_usage_read_sums_what_the_turns_recorded() {
     assert_eq!(after["total"]["unknownTurns"], json!(2));
     assert_eq!(after["total"]["input"], json!("9223372036854775822"));
 }
+
+/// The baseline is in the store before `usage.begin` answers: a broker
+/// restarted between a turn's begin and its end (the run bound again with
+/// its record) counts the turn against it.
+#[test]
+fn a_baseline_taken_before_a_restart_counts_the_turn_after_it() {
+    let root = data_root();
+    let files = tempfile::tempdir().expect("tempdir");
+    let t = files.path().join("s.jsonl");
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m0", [50, 50, 0, 0], json!("end_turn"), "text"),
+        ],
+    );
+    let procs: Vec<Sleeper> = (0..2).map(|_| sleeper()).collect();
+    let dev_rec = json!({"business": "acme", "role": "dev", "run": "run-dev",
+        "harness": "claude-code", "pid": procs[1].id(), "startTime": start_time(procs[1].id()),
+        "transcript": t.to_str().unwrap(), "account": "acct-r"});
+    let bind = |b: &mut Broker| {
+        let pm = b.bind("pm", "run-pm", procs[0].id());
+        let r = b.op(json!({"op": "bindLaunch", "record": dev_rec}));
+        let dev = r["launch"]["cap"].as_str().expect("cap").to_string();
+        (pm, dev)
+    };
+    let mut b = Broker::start(root.path());
+    let (pm, dev) = bind(&mut b);
+    res(&b.call(&pm, "role.claim", Value::Null));
+    res(&b.call(&dev, "role.claim", Value::Null));
+    let sent = res(&b.call(&pm, "message.send", json!({"to": "dev", "body": "go"}))).clone();
+    res(&b.call(&dev, "message.receive", Value::Null));
+    let turn = sent["id"].as_str().unwrap().to_string();
+    let begun = res(&b.call(&dev, "usage.begin", json!({"turn": turn}))).clone();
+    assert_eq!(begun, baselined(&turn, "claude-code"));
+    b.close();
+
+    append(
+        &t,
+        &[cc_user(), cc("m1", [4, 3, 2, 1], json!("end_turn"), "text")],
+    );
+    let mut b = Broker::start(root.path());
+    let (_, dev) = bind(&mut b);
+    // The claim outlives the broker; the begin is a replay.
+    assert_eq!(
+        res(&b.call(&dev, "usage.begin", json!({"turn": turn}))),
+        &begun
+    );
+    assert_eq!(
+        res(&b.call(&dev, "usage.end", json!({"turn": turn}))),
+        &known(
+            &turn,
+            "claude-code",
+            json!("acct-r"),
+            "claude-sonnet-4-5",
+            "anthropic",
+            [json!(4), json!(3), json!(2), json!(1)]
+        )
+    );
+    b.close();
+}
