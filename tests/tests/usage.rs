@@ -743,3 +743,45 @@ fn a_baseline_taken_before_a_restart_counts_the_turn_after_it() {
     );
     b.close();
 }
+
+/// A transcript that can't be read (a FIFO: not a file, never opened) or
+/// is past the reader's caps (over 256 session files) settles the turn
+/// unknown at `usage.begin`; the end answers the same record.
+#[test]
+fn an_unreadable_or_oversized_transcript_settles_the_turn_at_begin() {
+    let mut e = Env::new();
+    let fifo = e.path("pipe.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let dev = e.run("dev", "run-dev", "pi", Some(&fifo), None);
+    let turn = e.turn("dev", &dev);
+    assert_eq!(
+        e.begin(&dev, &turn),
+        json!({"turn": turn, "sources": [
+            {"source": "pi", "baseline": false, "code": "usage-source-failed"}]})
+    );
+    assert_eq!(
+        e.end(&dev, &turn),
+        unknown(&turn, "pi", "usage-source-failed")
+    );
+    assert_eq!(e.records(&turn).len(), 1);
+
+    let many = e.path("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..=256 {
+        std::fs::write(many.join(format!("{i}.jsonl")), "").unwrap();
+    }
+    let cto = e.run("cto", "run-cto", "pi", Some(&many), None);
+    let turn = e.turn("cto", &cto);
+    assert_eq!(
+        e.begin(&cto, &turn)["sources"][0]["code"],
+        json!("usage-transcript-too-large")
+    );
+    assert_eq!(
+        e.end(&cto, &turn),
+        unknown(&turn, "pi", "usage-transcript-too-large")
+    );
+}
