@@ -75,14 +75,37 @@ pub fn consume_in_tx(
     target: Option<&str>,
     decision: Option<&str>,
 ) -> Result<Class, Code> {
-    if !evidence::holds(&t.tx, &business.id, role, run)? {
+    let class = check(&t.tx, business, role, run, action, target, decision)?;
+    if let Some(id) = decision {
+        // Checked unused above in this transaction; the unique
+        // 'consumed' index and its trigger back it up (a refusal there
+        // rolls everything back as storage-unavailable).
+        insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
+    }
+    Ok(class)
+}
+
+/// The checks of [`consume_in_tx`] without its write: what a staged verb
+/// (`record.write`) asks before its Git side runs. The writer consumes the
+/// decision only with the receipt, after the commit, so a write refused on
+/// the way (`project-busy`) leaves the approval unspent.
+pub fn check(
+    conn: &rusqlite::Connection,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    if !evidence::holds(conn, &business.id, role, run)? {
         return Err(Code::NotHolder);
     }
     if !actions::known(action) {
         return Err(Code::UnknownAction);
     }
     if action == "role.launch" {
-        let latest = launch_latest(&t.tx, &business.id)?;
+        let latest = launch_latest(conn, &business.id)?;
         if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
             return Err(Code::LaunchRevoked);
         }
@@ -97,19 +120,15 @@ pub fn consume_in_tx(
     match decision {
         None => authority::check_without_decision(&ask)?,
         Some(id) => {
-            let d = load(&t.tx, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
+            let d = load(conn, &business.id, id)?.ok_or(Code::DecisionNotFound)?;
             // A decision a thread run raised binds to its thread (3i row
             // 121): only a run holding that thread uses it, and one raised
             // in no thread serves no thread run.
-            let raised_in = threads::of_run(&t.tx, &business.id, &d.raised_by_run)?;
-            if raised_in != threads::held_by(&t.tx, &business.id, run)? {
+            let raised_in = threads::of_run(conn, &business.id, &d.raised_by_run)?;
+            if raised_in != threads::held_by(conn, &business.id, run)? {
                 return Err(Code::DecisionMismatch);
             }
             authority::check_with_decision(&facts(&d)?, &ask)?;
-            // Checked unused above in this transaction; the unique
-            // 'consumed' index and its trigger back it up (a refusal there
-            // rolls everything back as storage-unavailable).
-            insert_decision_event(t, id, "consumed", run, Some(run), None, None, None)?;
         }
     }
     Ok(class)

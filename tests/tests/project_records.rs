@@ -84,8 +84,11 @@ struct World {
 }
 
 fn world(repo: &Path, git: Option<&Path>, env: &[(&str, &str)]) -> World {
+    world_of(repo, git, env, business())
+}
+
+fn world_of(repo: &Path, git: Option<&Path>, env: &[(&str, &str)], mut biz: Value) -> World {
     let root = data_root();
-    let mut biz = business();
     biz["projects"] = json!({"site": {"repo": repo.to_str().expect("utf-8")}});
     let mut config = json!({
         "dataRoot": root.path().to_str().expect("utf-8"),
@@ -974,6 +977,881 @@ fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
     assert_eq!(
         last,
         json!(["dev", "run-dev", null, "decision.raise", "not-holder"])
+    );
+    w.b.close();
+}
+
+// --- record.write, the editor verbs, spec review notices (issue 22, part B)
+
+/// The example business with record.write within-role for pm and cto (as
+/// the v2 definitions grant it), none for dev, and a second pm instance
+/// `pm2` that no run holds.
+fn writers() -> Value {
+    let mut biz = business();
+    for r in ["pm", "cto"] {
+        biz["roles"][r]["authority"]["withinRole"]
+            .as_array_mut()
+            .expect("list")
+            .push(json!("record.write"));
+    }
+    biz["roles"]["pm2"] =
+        json!({"definition": "pm", "authority": {"withinRole": ["record.write"]}});
+    biz
+}
+
+/// `git show -s --format=FMT COMMIT`.
+fn show(repo: &Repo, fmt: &str, commit: &str) -> String {
+    repo.git(&["show", "-s", &format!("--format={fmt}"), commit], "x")
+}
+
+/// The events of `kind`, oldest first, as `[role, run, subject, body]`.
+fn events(root: &Path, kind: &str) -> Vec<Value> {
+    let conn = db(root);
+    let mut st = conn
+        .prepare("SELECT role, run, subject, body FROM events WHERE kind = ?1 ORDER BY seq")
+        .expect("prepare");
+    let rows = st
+        .query_map([kind], |r| {
+            let s = |i: usize| r.get::<_, Option<String>>(i);
+            let body: String = r.get(3)?;
+            Ok(json!([
+                s(0)?,
+                s(1)?,
+                s(2)?,
+                serde_json::from_str::<Value>(&body).expect("json")
+            ]))
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+/// The bus's messages, oldest first, as `[to_role, class, body, in a thread]`.
+fn bus_messages(root: &Path) -> Vec<Value> {
+    let conn = db(root);
+    let mut st = conn
+        .prepare(
+            "SELECT m.to_role, m.class, m.body,
+                    EXISTS(SELECT 1 FROM message_threads t WHERE t.message = m.id)
+             FROM messages m WHERE m.from_role = '_bus' AND m.from_run = 'bus' ORDER BY m.seq",
+        )
+        .expect("prepare");
+    let rows = st
+        .query_map([], |r| {
+            Ok(json!([
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, bool>(3)?
+            ]))
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+/// Holds `<repo>/.git/mosaic.lock` as another writer would.
+struct HeldLock {
+    _file: std::fs::File,
+}
+
+impl HeldLock {
+    fn take(repo: &Repo) -> HeldLock {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(repo.path().join(".git/mosaic.lock"))
+            .expect("lock file");
+        // SAFETY: flock on a descriptor this struct owns.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(r, 0, "the test takes the project lock");
+        HeldLock { _file: f }
+    }
+}
+
+#[test]
+fn record_write_commits_one_file_as_the_sessions_author() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let w = world_of(repo.path(), None, &[], writers());
+    let write = |cap: &str, args: Value| w.b.call(cap, "record.write", args);
+
+    // A docs file: one commit on HEAD's branch, by pm.pm, committed by the bus.
+    let r = res(&write(
+        &w.pm,
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n\nShip it.\n"}),
+    ))
+    .clone();
+    let commit = r["commit"].as_str().expect("commit").to_string();
+    assert_eq!(
+        r,
+        json!({"project": "site", "path": "docs/plan.md", "commit": commit})
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), commit);
+    assert_eq!(repo.git(&["rev-parse", "main"], "x"), commit);
+    assert_eq!(show(&repo, "%P", &commit), c1);
+    assert_eq!(
+        show(&repo, "%an <%ae>", &commit),
+        "pm.pm <pm.pm@acme.mosaic.invalid>"
+    );
+    assert_eq!(show(&repo, "%cn", &commit), "mosaic-bus");
+    assert_eq!(
+        repo.git(
+            &["diff-tree", "--no-commit-id", "--name-only", "-r", &commit],
+            "x"
+        ),
+        "docs/plan.md"
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("{commit}:docs/plan.md")], "x"),
+        "# Plan\n\nShip it."
+    );
+    // The work tree was not touched.
+    assert!(!repo.path().join("docs").exists());
+
+    // A requirement and a decision: written sorted and pretty, by cto.cto.
+    let req = json!({"id": "REQ-PROJ-4", "title": "Spec review", "statement": "The pm reviews.",
+                     "status": "accepted"});
+    let r = res(&write(
+        &w.cto,
+        json!({"project": "site", "path": "requirements/REQ-PROJ-4.json", "record": req}),
+    ))
+    .clone();
+    let rc = r["commit"].as_str().expect("commit").to_string();
+    assert_eq!(show(&repo, "%an", &rc), "cto.cto");
+    let text = repo.git(
+        &["show", &format!("{rc}:requirements/REQ-PROJ-4.json")],
+        "x",
+    );
+    assert_eq!(serde_json::from_str::<Value>(&text).expect("json"), req);
+    assert!(text.starts_with("{\n  \"id\""), "{text}");
+    let dec = json!({"id": "DEC-1", "title": "Git", "context": "History.", "choice": "Git.",
+                     "status": "accepted", "requirements": ["REQ-PROJ-4"]});
+    let dc = res(&write(
+        &w.pm,
+        json!({"project": "site", "path": "decisions/DEC-1.json", "record": dec}),
+    ))["commit"]
+        .clone();
+
+    // Each commit left its receipt (and the authority it used); the
+    // spec's commit is still the human's.
+    let written = events(w.root.path(), "record.written");
+    assert_eq!(written.len(), 3);
+    assert_eq!(written[0][0], json!("pm"));
+    assert_eq!(
+        written[0][3],
+        json!({"project": "site", "path": "docs/plan.md", "commit": commit})
+    );
+    assert_eq!(written[1][3]["commit"], json!(rc));
+    assert_eq!(written[2][3]["commit"], dc);
+    let allowed: Vec<Value> = events(w.root.path(), "action.allowed")
+        .into_iter()
+        .filter(|e| e[3]["action"] == json!("record.write"))
+        .collect();
+    assert_eq!(allowed.len(), 3);
+    assert_eq!(allowed[0][3]["class"], json!("within-role"));
+    assert_eq!(allowed[0][2], json!("docs/plan.md"));
+    let spec = res(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))).clone();
+    assert_eq!(
+        (&spec["commit"], &spec["confirmed"]),
+        (&json!(c1), &json!(true))
+    );
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+
+    // Refusals, each writing nothing to the repository.
+    let args =
+        |path: &str, record: Value| json!({"project": "site", "path": path, "record": record});
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            args("spec/north-star.md", json!("# Mine\n")),
+            "project-spec-human-only",
+        ),
+        (args("../escape.md", json!("x")), "project-path-invalid"),
+        (args("/etc/passwd", json!("x")), "project-path-invalid"),
+        (
+            args("docs/../spec/north-star.md", json!("x")),
+            "project-path-invalid",
+        ),
+        (args(".git/config", json!("x")), "project-path-invalid"),
+        (args("docs/a/b.md", json!("x")), "project-path-invalid"),
+        (args("docs/Plan.md", json!("x")), "project-path-invalid"),
+        (args("notes/plan.md", json!("x")), "project-path-invalid"),
+        (args("docs/plan.md", json!({"text": "x"})), "invalid-record"),
+        (args("docs/plan.md", json!("  \n")), "invalid-record"),
+        (
+            args("docs/plan.md", json!("# Plan\n\nShip it.\n")),
+            "project-file-unchanged",
+        ),
+        (
+            args(
+                "requirements/REQ-PROJ-4.json",
+                json!({"id": "REQ-PROJ-5", "title": "t",
+                  "statement": "s", "status": "accepted"}),
+            ),
+            "invalid-record",
+        ),
+        (
+            args(
+                "decisions/DEC-2.json",
+                json!({"id": "DEC-2", "title": "t", "context": "c",
+                  "choice": "c", "status": "accepted", "author": "Ada"}),
+            ),
+            "invalid-record",
+        ),
+        (
+            json!({"project": "site", "path": "docs/x.md", "record": "x", "author": "Ada"}),
+            "invalid-request",
+        ),
+        (
+            json!({"project": "site", "path": "docs/x.md"}),
+            "invalid-request",
+        ),
+        (
+            args("docs/x.md", json!("x"))
+                .as_object()
+                .map(|m| {
+                    let mut m = m.clone();
+                    m.insert("project".into(), json!("other"));
+                    Value::Object(m)
+                })
+                .expect("args"),
+            "unknown-project",
+        ),
+    ];
+    for (a, code) in &cases {
+        assert_eq!(err(&write(&w.pm, a.clone())), *code, "{a}");
+    }
+    // dev has no record.write: it needs a decision.
+    let s3 = sleeper();
+    let mut b = w.b;
+    let dev = b.bind("dev", "run-dev", s3.id());
+    res(&b.call(&dev, "role.claim", Value::Null));
+    assert_eq!(
+        err(&b.call(&dev, "record.write", args("docs/dev.md", json!("# Dev\n")))),
+        "decision-required"
+    );
+    let reader = b.reader_cap();
+    assert_eq!(
+        err(&b.call(&reader, "record.write", args("docs/x.md", json!("x")))),
+        "read-only"
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+    let codes: Vec<Value> = refusals(w.root.path())
+        .iter()
+        .filter(|r| r[3] == json!("record.write"))
+        .map(|r| r[4].clone())
+        .collect();
+    let mut want: Vec<Value> = cases.iter().map(|(_, c)| json!(c)).collect();
+    want.push(json!("decision-required"));
+    assert_eq!(codes, want);
+    b.close();
+}
+
+fn wait_for(p: &Path) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !p.exists() {
+        assert!(Instant::now() < until, "never appeared: {}", p.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    let mut w = world_of(repo.path(), None, &[], writers());
+    let doc = |name: &str| json!({"project": "site", "path": format!("docs/{name}.md"), "record": "# Doc\n"});
+
+    // Another writer holds the project lock: refused before Git's index is
+    // touched, nothing committed.
+    let held = HeldLock::take(&repo);
+    assert_eq!(
+        err(&w.b.call(&w.pm, "record.write", doc("a"))),
+        "project-busy"
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+    assert!(!repo.path().join(".git/index.lock").exists());
+
+    // A decision-backed write refused project-busy leaves its approval
+    // unspent: dev (no record.write of its own) uses it once the lock is free.
+    let s3 = sleeper();
+    let dev = w.b.bind("dev", "run-dev", s3.id());
+    res(&w.b.call(&dev, "role.claim", Value::Null));
+    let raised = res(&w.b.call(
+        &dev,
+        "decision.raise",
+        json!({"action": "record.write", "target": "docs/dev.md", "question": "Write docs/dev.md?",
+               "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false}),
+    ))
+    .clone();
+    let id = raised["id"].as_str().expect("decision id").to_string();
+    let human = ShimSession::human(&w.b);
+    res(&human.call("decision.resolve", json!({"id": id, "choice": "yes"})));
+    let backed =
+        json!({"project": "site", "path": "docs/dev.md", "record": "# Dev\n", "decision": id});
+    assert_eq!(
+        err(&w.b.call(&dev, "record.write", backed.clone())),
+        "project-busy"
+    );
+    drop(held);
+    // The decision is for docs/dev.md only.
+    let mut other = backed.clone();
+    other["path"] = json!("docs/other.md");
+    assert_eq!(
+        err(&w.b.call(&dev, "record.write", other)),
+        "decision-mismatch"
+    );
+    let c = res(&w.b.call(&dev, "record.write", backed.clone()))["commit"].clone();
+    assert_eq!(show(&repo, "%an", c.as_str().expect("sha")), "dev.dev");
+    assert_eq!(
+        err(&w.b.call(&dev, "record.write", backed)),
+        "decision-consumed"
+    );
+
+    // Two writes at once: the first holds the lock inside Git (a gated
+    // `git`), the second is refused project-busy at once.
+    w.b.close();
+    let gate = tempfile::tempdir().expect("tempdir");
+    let (wrapper, started, release) = gated_git(gate.path());
+    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    let socket = w.b.socket.clone();
+    let pm = w.pm.clone();
+    let first = std::thread::spawn(move || {
+        let req = json!({"cap": pm, "verb": "record.write",
+                         "args": {"project": "site", "path": "docs/first.md", "record": "# 1\n"}});
+        raw_request(&socket, format!("{req}\n").as_bytes())
+    });
+    wait_for(&started);
+    assert_eq!(
+        err(&w.b.call(
+            &w.cto,
+            "record.write",
+            json!({"project": "site", "path": "docs/second.md", "record": "# 2\n"})
+        )),
+        "project-busy"
+    );
+    // And an unrelated send is not slowed by the write held in Git.
+    res(&w.b.call(
+        &w.cto,
+        "message.send",
+        json!({"to": "pm", "body": "meanwhile"}),
+    ));
+    assert!(!first.is_finished());
+    std::fs::write(&release, "").expect("release");
+    let r = first.join().expect("first writer");
+    let c = res(&r)["commit"].as_str().expect("commit").to_string();
+    assert_eq!(show(&repo, "%P", &c), head);
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), c);
+    let codes: Vec<(Value, Value)> = refusals(w.root.path())
+        .iter()
+        .map(|r| (r[0].clone(), r[4].clone()))
+        .collect();
+    assert_eq!(codes, [(json!("cto"), json!("project-busy"))]);
+    w.b.close();
+}
+
+#[test]
+fn a_commit_whose_receipt_cannot_be_stored_answers_outcome_unknown() {
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let gate = tempfile::tempdir().expect("tempdir");
+    let (wrapper, started, release) = gated_git(gate.path());
+    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let socket = w.b.socket.clone();
+    let pm = w.pm.clone();
+    let writing = std::thread::spawn(move || {
+        let req = json!({"cap": pm, "verb": "record.write",
+                         "args": {"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}});
+        raw_request(&socket, format!("{req}\n").as_bytes())
+    });
+    wait_for(&started);
+    // The run gives its role up while its commit is being made: the
+    // receipt (its authority) can't be recorded any more.
+    res(&w.b.call(&w.pm, "role.release", Value::Null));
+    std::fs::write(&release, "").expect("release");
+    let r = writing.join().expect("writer");
+    assert_eq!(err(&r), "outcome-unknown");
+    // The commit stands, with no receipt; the refusal is on record.
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    assert_eq!(show(&repo, "%an", &head), "pm.pm");
+    assert!(events(w.root.path(), "record.written").is_empty());
+    let codes: Vec<Value> = refusals(w.root.path())
+        .iter()
+        .map(|r| r[4].clone())
+        .collect();
+    assert_eq!(codes, [json!("outcome-unknown")]);
+    w.b.close();
+}
+
+const NOTICE_HEAD: &str = "The human saved spec/north-star.md in project site: commit ";
+
+#[test]
+fn the_editor_verbs_are_the_humans_and_a_spec_save_tells_each_pm_and_cto() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\nv1\n", "Ada");
+    let d1 = repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
+    // Not editable: a requirement, a symlinked doc, another directory.
+    repo.commit("requirements/REQ-A-1.json", "{}\n", "pm.pm");
+    repo.commit("notes/x.md", "x\n", "pm.pm");
+    std::os::unix::fs::symlink("plan.md", repo.path().join("docs/link.md")).expect("symlink");
+    repo.git(&["add", "--", "docs/link.md"], "x");
+    repo.git(&["commit", "-q", "-m", "link"], "x");
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    let w = world_of(repo.path(), None, &[], writers());
+    let human = ShimSession::human(&w.b);
+
+    // project.files: the spec and the plain docs files, each with its last commit.
+    let r = res(&human.call("project.files", json!({"project": "site"}))).clone();
+    assert_eq!(r["head"], json!(head));
+    assert_eq!(r["truncated"], json!(false));
+    let files = r["files"].as_array().expect("files");
+    let paths: Vec<&Value> = files.iter().map(|f| &f["path"]).collect();
+    assert_eq!(
+        paths,
+        [&json!("docs/plan.md"), &json!("spec/north-star.md")]
+    );
+    assert_eq!(files[0]["commit"], json!(d1));
+    assert_eq!(files[0]["author"], json!("pm.pm"));
+    assert_eq!(files[1]["commit"], json!(c1));
+
+    // project.file: committed bytes, the head, the file's commit, its author and time.
+    std::fs::write(repo.path().join("spec/north-star.md"), "uncommitted\n").expect("write");
+    let f = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "spec/north-star.md"}),
+    ))
+    .clone();
+    assert_eq!(f["content"], json!("# North star\nv1\n"));
+    assert_eq!(
+        (&f["head"], &f["commit"], &f["author"]),
+        (&json!(head), &json!(c1), &json!("Ada"))
+    );
+    assert_eq!(f["path"], json!("spec/north-star.md"));
+    assert!(f["at"].as_str().is_some_and(|t| t.starts_with("20")), "{f}");
+    let keys: Vec<&String> = f.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["at", "author", "commit", "content", "head", "path"]);
+
+    // Saves: a stale base writes nothing and tells nobody.
+    let save = |path: &str, base: &str, content: &str| {
+        human.call(
+            "project.file.save",
+            json!({"project": "site", "path": path, "base": base, "content": content}),
+        )
+    };
+    assert_eq!(
+        err(&save("spec/north-star.md", &d1, "# v2\n")),
+        "stale-base"
+    );
+    assert_eq!(
+        err(&save("spec/north-star.md", &head, "# v2\n")),
+        "stale-base"
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+
+    // A docs save: one commit by the human, no notice.
+    let r = res(&save("docs/plan.md", &d1, "# Plan\nv2\n")).clone();
+    let dc = r["commit"].as_str().expect("commit").to_string();
+    assert_eq!(r, json!({"path": "docs/plan.md", "commit": dc}));
+    assert_eq!(
+        show(&repo, "%an <%ae> %cn", &dc),
+        "Ada <human@acme.mosaic.invalid> mosaic-bus"
+    );
+    assert_eq!(show(&repo, "%P", &dc), head);
+    // A new docs file: its base is HEAD.
+    let nc = res(&save("docs/new-page.md", &dc, "# New\n"))["commit"].clone();
+    assert_eq!(err(&save("docs/other.md", &d1, "# Other\n")), "stale-base");
+    // Unchanged bytes make no commit.
+    assert_eq!(
+        err(&save(
+            "docs/new-page.md",
+            nc.as_str().expect("sha"),
+            "# New\n"
+        )),
+        "project-file-unchanged"
+    );
+    assert!(bus_messages(w.root.path()).is_empty());
+
+    // The spec save: one commit, confirmed, and one RESULT from the bus to
+    // each pm and cto instance (pm, cto, pm2), in no thread.
+    let r = res(&save("spec/north-star.md", &c1, "# North star\nv2\n")).clone();
+    let sc = r["commit"].as_str().expect("commit").to_string();
+    let spec = res(&w.b.call(&w.cto, "spec.read", json!({"project": "site"}))).clone();
+    assert_eq!(
+        (&spec["commit"], &spec["confirmed"]),
+        (&json!(sc), &json!(true))
+    );
+    let notices = bus_messages(w.root.path());
+    let to: Vec<&Value> = notices.iter().map(|n| &n[0]).collect();
+    assert_eq!(to, [&json!("cto"), &json!("pm"), &json!("pm2")]);
+    let body = format!("{NOTICE_HEAD}{sc}, from the editor's base {c1}. ");
+    for n in &notices {
+        assert_eq!(n[1], json!("RESULT"));
+        assert!(n[2].as_str().is_some_and(|b| b.starts_with(&body)), "{n}");
+        assert!(
+            n[2].as_str().is_some_and(|b| b.contains("read_spec")),
+            "{n}"
+        );
+        assert_eq!(n[3], json!(false), "in no thread");
+    }
+    let got = res(&w.b.call(&w.pm, "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"][0]["from_role"], json!("_bus"));
+    assert!(got["messages"][0]["body"]
+        .as_str()
+        .is_some_and(|b| b.starts_with(&body)));
+    // pm2's notice waits for a run to claim it.
+    let s3 = sleeper();
+    let mut b = w.b;
+    let pm2 = b.bind("pm2", "run-pm2", s3.id());
+    res(&b.call(&pm2, "role.claim", Value::Null));
+    let got = res(&b.call(&pm2, "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"].as_array().map(Vec::len), Some(1));
+    assert!(got["messages"][0]["body"]
+        .as_str()
+        .is_some_and(|b| b.starts_with(&body)));
+    let w = World { b, ..w };
+    let saved = events(w.root.path(), "project.file.saved");
+    assert_eq!(saved.len(), 3);
+    assert_eq!(
+        (&saved[2][0], &saved[2][1]),
+        (&json!("human"), &json!("human-cli"))
+    );
+    assert_eq!(
+        saved[2][3],
+        json!({"project": "site", "path": "spec/north-star.md", "commit": sc, "base": c1})
+    );
+    // An agent's record.write and an outside commit send none.
+    res(&w.b.call(
+        &w.pm,
+        "record.write",
+        json!({"project": "site", "path": "docs/pm.md", "record": "# pm\n"}),
+    ));
+    repo.commit("spec/north-star.md", "# outside\n", "Ada");
+    assert_eq!(bus_messages(w.root.path()).len(), 3);
+
+    // Refusals: paths other than the spec and docs, leftovers, bad bases
+    // and content, other projects.
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    for (verb, args, code) in [
+        (
+            "project.file",
+            json!({"project": "site", "path": "requirements/REQ-A-1.json"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file",
+            json!({"project": "site", "path": "notes/x.md"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file",
+            json!({"project": "site", "path": "docs/link.md"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file",
+            json!({"project": "site", "path": "../x.md"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file",
+            json!({"project": "site", "path": "docs/none.md"}),
+            "project-file-missing",
+        ),
+        (
+            "project.file",
+            json!({"project": "site", "path": "docs/plan.md", "x": 1}),
+            "invalid-request",
+        ),
+        (
+            "project.files",
+            json!({"project": "site", "path": "docs/plan.md"}),
+            "invalid-request",
+        ),
+        (
+            "project.files",
+            json!({"project": "nope"}),
+            "unknown-project",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "decisions/DEC-1.json", "base": head, "content": "{}"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/link.md", "base": head, "content": "x"}),
+            "project-path-invalid",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": "HEAD", "content": "x"}),
+            "invalid-request",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": head, "content": 7}),
+            "invalid-request",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": head}),
+            "invalid-request",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": head, "content": "x", "author": "pm"}),
+            "invalid-request",
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": head, "content": "bell\u{7}"}),
+            "invalid-record",
+        ),
+    ] {
+        assert_eq!(err(&human.call(verb, args.clone())), code, "{verb} {args}");
+    }
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+    // Agents, readers and the tester get human-required.
+    let reader = w.b.reader_cap();
+    let tester = ShimSession::tester(&w.b);
+    for verb in ["project.files", "project.file", "project.file.save"] {
+        let a = json!({"project": "site"});
+        assert_eq!(err(&w.b.call(&w.pm, verb, a.clone())), "human-required");
+        assert_eq!(err(&w.b.call(&reader, verb, a.clone())), "human-required");
+        assert_eq!(err(&tester.call(verb, a)), "human-required");
+    }
+    assert_eq!(bus_messages(w.root.path()).len(), 3);
+    w.b.close();
+}
+
+#[test]
+fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
+    let repo = Repo::new();
+    // A clean filter for every path, committed, so a write through the
+    // work tree's machinery would run it.
+    let c1 = repo.commit(".gitattributes", "* filter=evil diff=evil\n", "Ada");
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let trap = tempfile::tempdir().expect("tempdir");
+    let marker = trap.path().join("ran");
+    let script = trap.path().join("evil.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\ncat\n",
+            marker.display()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let evil = script.to_str().expect("utf-8");
+    let config = repo.path().join(".git/config");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        "[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\
+         [filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n\trequired = true\n\
+         [diff \"evil\"]\n\ttextconv = {evil}\n\
+         [commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {evil}\n\
+         [user]\n\tname = Mallory\n\temail = m@example.invalid\n",
+        hooks = trap.path().display()
+    ));
+    std::fs::write(&config, text).expect("config");
+    for hook in [
+        "pre-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "reference-transaction",
+        "post-index-change",
+        "pre-auto-gc",
+    ] {
+        std::fs::copy(&script, repo.path().join(".git/hooks").join(hook)).expect("hook");
+        std::fs::copy(&script, trap.path().join(hook)).expect("hook");
+    }
+    let w = world_of(
+        repo.path(),
+        None,
+        &[("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/tmp'")],
+        writers(),
+    );
+    let c = res(&w.b.call(
+        &w.pm,
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    let human = ShimSession::human(&w.b);
+    let f = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "spec/north-star.md"}),
+    ))
+    .clone();
+    let base = f["commit"].as_str().expect("commit").to_string();
+    let s = res(&human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "spec/north-star.md", "base": base, "content": "# v2\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    res(&human.call("project.files", json!({"project": "site"})));
+    assert!(
+        !marker.exists(),
+        "ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    // The bytes went in as sent (no filter), unsigned, by the bus's authors.
+    assert_eq!(
+        repo.git(&["cat-file", "blob", &format!("{c}:docs/plan.md")], "x"),
+        "# Plan"
+    );
+    assert_eq!(show(&repo, "%an %cn", &c), "pm.pm mosaic-bus");
+    assert_eq!(show(&repo, "%an %cn", &s), "Ada mosaic-bus");
+    assert_eq!(
+        repo.git(&["cat-file", "-p", &s], "x")
+            .matches("gpgsig")
+            .count(),
+        0
+    );
+    assert_ne!(c1, s);
+    w.b.close();
+}
+
+#[test]
+fn a_symlink_in_the_committed_tree_is_never_followed() {
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let outside = tempfile::tempdir().expect("outside");
+    // `docs` is a committed symlink out of the repository.
+    std::os::unix::fs::symlink(outside.path(), repo.path().join("docs")).expect("symlink");
+    repo.git(&["add", "--", "docs"], "x");
+    repo.git(&["commit", "-q", "-m", "docs link"], "x");
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    let w = world_of(repo.path(), None, &[], writers());
+    assert_eq!(
+        err(&w.b.call(
+            &w.pm,
+            "record.write",
+            json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"})
+        )),
+        "project-path-invalid"
+    );
+    let human = ShimSession::human(&w.b);
+    assert_eq!(
+        err(&human.call(
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": head, "content": "# x\n"})
+        )),
+        "project-path-invalid"
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+    assert_eq!(std::fs::read_dir(outside.path()).expect("dir").count(), 0);
+    w.b.close();
+}
+
+#[test]
+fn only_the_save_verb_may_carry_a_megabyte_at_server_and_client() {
+    use mosaic_bus::Client;
+    let repo = Repo::new();
+    let c1 = repo.commit("docs/big.md", "# Big\n", "Ada");
+    let w = world_of(repo.path(), None, &[], writers());
+    let human = ShimSession::human(&w.b);
+    // A 1 MiB file through the human shim: saved, and read back whole.
+    let content = format!("# Big\n{}", "b".repeat(1024 * 1024 - 6));
+    assert_eq!(content.len(), 1024 * 1024);
+    let r = res(&human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "docs/big.md", "base": c1, "content": content}),
+    ))
+    .clone();
+    let f = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "docs/big.md"}),
+    ))
+    .clone();
+    assert_eq!(
+        (&f["commit"], f["content"].as_str().map(str::len)),
+        (&r["commit"], Some(1024 * 1024))
+    );
+    // One byte more is over the package's file limit.
+    let over = format!("{content}b");
+    assert_eq!(
+        err(&human.call(
+            "project.file.save",
+            json!({"project": "site", "path": "docs/big.md", "base": r["commit"], "content": over}),
+        )),
+        "invalid-record"
+    );
+
+    // The server: a save frame past 64 KiB reaches the verb (here refused
+    // for a capability's session); any other verb's frame that size is too
+    // large; a save frame past 1 MiB + 64 KiB is too large too.
+    let frame = |verb: &str, len: usize| {
+        let head = json!({"cap": w.pm, "verb": verb, "args": {"project": "site", "content": ""}})
+            .to_string();
+        let pad = "p".repeat(len - head.len() - 1);
+        let line = format!(
+            "{}\n",
+            json!({"cap": w.pm, "verb": verb, "args": {"project": "site", "content": pad}})
+        );
+        assert_eq!(line.len(), len);
+        line
+    };
+    let small = 64 * 1024;
+    let large = 1024 * 1024 + 64 * 1024;
+    let send = |line: String| raw_request(&w.b.socket, line.as_bytes());
+    assert_eq!(
+        err(&send(frame("project.file.save", small + 1))),
+        "human-required"
+    );
+    assert_eq!(
+        err(&send(frame("project.file.save", large))),
+        "human-required"
+    );
+    assert_eq!(
+        err(&send(frame("project.file.save", large + 1))),
+        "request-too-large"
+    );
+    assert_eq!(
+        err(&send(frame("record.write", small + 1))),
+        "request-too-large"
+    );
+    assert_eq!(
+        err(&send(frame("project.file", small + 1))),
+        "request-too-large"
+    );
+    assert_eq!(err(&send(frame("record.write", small))), "invalid-request");
+    // Unterminated past 64 KiB: too large, whatever it was.
+    assert_eq!(
+        err(&raw_request(&w.b.socket, &vec![b'{'; small + 10])),
+        "request-too-large"
+    );
+
+    // The Rust client checks the same bounds before it sends.
+    let c = Client::new(&w.b.socket, w.pm.clone());
+    let args = |n: usize| json!({"project": "site", "content": "c".repeat(n)});
+    assert_eq!(
+        c.call("project.file.save", args(200_000)).unwrap_err().code,
+        "human-required"
+    );
+    assert_eq!(
+        c.call("project.file.save", args(large)).unwrap_err().code,
+        "request-too-large"
+    );
+    assert_eq!(
+        c.call("record.write", args(small)).unwrap_err().code,
+        "request-too-large"
+    );
+    // Nothing of it reached the store as a commit.
+    assert_eq!(
+        repo.git(&["rev-parse", "HEAD"], "x"),
+        r["commit"].as_str().expect("sha")
     );
     w.b.close();
 }

@@ -271,8 +271,7 @@ fn every_verb_family_records_its_refusals() {
         "invalid-request",
         Some(TASK),
     );
-    // A verb the build doesn't serve, and one nobody knows: the name as sent.
-    e.refuses("pm", "record.write", Value::Null, "not-implemented", None);
+    // A verb of another class, and one nobody knows: the name as sent.
     e.refuses("pm", "thread.list", Value::Null, "human-required", None);
     e.refuses("pm", "no.such.verb", Value::Null, "unknown-verb", None);
     assert_eq!(

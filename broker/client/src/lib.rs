@@ -151,7 +151,12 @@ pub fn round_trip(socket: &Path, line: &[u8]) -> Result<Vec<u8>, Transport> {
 pub fn exchange(path: &Path, req: &Value) -> Result<Value, BusError> {
     let mut line = req.to_string().into_bytes();
     line.push(b'\n');
-    if line.len() > MAX_REQUEST {
+    // Every verb keeps the ordinary envelope but the save verb.
+    let max = req
+        .get("verb")
+        .and_then(Value::as_str)
+        .map_or(MAX_REQUEST, mosaic_wire::limits::request_max);
+    if line.len() > max {
         return Err(Code::RequestTooLarge.into());
     }
     // Failing to connect means nothing was sent: still reported as

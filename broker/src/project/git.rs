@@ -49,6 +49,17 @@ pub struct Git {
     exe: PathBuf,
 }
 
+/// What [`Git::run_with`] adds to a command.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Extra<'a> {
+    /// Author name and email of a commit the command makes.
+    pub author: Option<(&'a str, &'a str)>,
+    /// Bytes written to the command's stdin (else stdin is closed).
+    pub input: Option<&'a [u8]>,
+    /// The index file the command uses instead of the work tree's.
+    pub index: Option<&'a Path>,
+}
+
 /// What a finished command left: its exit status and what it printed.
 #[derive(Debug)]
 pub struct Output {
@@ -81,6 +92,21 @@ impl Git {
         args: &[&str],
         author: Option<(&str, &str)>,
     ) -> Result<Output, Code> {
+        self.run_with(
+            repo,
+            args,
+            &Extra {
+                author,
+                ..Extra::default()
+            },
+        )
+    }
+
+    /// [`Git::run`] with what a write needs besides: bytes for its stdin
+    /// and a private index file (`GIT_INDEX_FILE`), so nothing reads or
+    /// writes the work tree's own index.
+    pub fn run_with(&self, repo: &Path, args: &[&str], extra: &Extra<'_>) -> Result<Output, Code> {
+        let author = extra.author;
         let mut cmd = Command::new(&self.exe);
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -95,7 +121,11 @@ impl Git {
             .env("GIT_NO_REPLACE_OBJECTS", "1")
             .env("GIT_OPTIONAL_LOCKS", "0")
             .current_dir(repo)
-            .stdin(Stdio::null())
+            .stdin(if extra.input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         if let Some((name, email)) = author {
@@ -103,6 +133,9 @@ impl Git {
                 .env("GIT_AUTHOR_EMAIL", email)
                 .env("GIT_COMMITTER_NAME", "mosaic-bus")
                 .env("GIT_COMMITTER_EMAIL", "mosaic-bus@localhost");
+        }
+        if let Some(index) = extra.index {
+            cmd.env("GIT_INDEX_FILE", index);
         }
         cmd.arg("--no-pager");
         for c in SAFE_CONFIG {
@@ -118,6 +151,19 @@ impl Git {
         let Some(mut out) = child.stdout.take() else {
             kill(&mut child);
             return Err(Code::ProjectUnavailable);
+        };
+        // Stdin is fed from its own thread, so a child that prints before
+        // it has read everything cannot stall on a full pipe; a child that
+        // stops reading ends the feeder with a broken pipe.
+        let feeder = match (extra.input, child.stdin.take()) {
+            (Some(bytes), Some(mut stdin)) => {
+                let bytes = bytes.to_vec();
+                Some(std::thread::spawn(move || {
+                    use std::io::Write;
+                    let _ = stdin.write_all(&bytes);
+                }))
+            }
+            _ => None,
         };
         // The reader stops at the cap and drops the pipe, so a child still
         // printing dies of it; the deadline ends anything else.
@@ -145,6 +191,9 @@ impl Git {
                 }
             }
         };
+        if let Some(f) = feeder {
+            let _ = f.join();
+        }
         match reader.join() {
             Ok(Some(stdout)) => Ok(Output { code, stdout }),
             _ => {

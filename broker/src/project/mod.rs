@@ -7,11 +7,14 @@
 //! token check, or the refusal's evidence).
 
 pub mod git;
+pub mod records;
+pub mod write;
 
 use crate::error::Code;
 use git::Git;
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use write::{Author, RecordPath, Write};
 
 /// The one spec file of a project.
 pub const SPEC_PATH: &str = "spec/north-star.md";
@@ -42,27 +45,248 @@ pub enum Work {
     /// current file commit (`stale-spec`), and confirmed by the business's
     /// human (`spec-unconfirmed`).
     SpecCite { human: String, commit: String },
+    /// `record.write`: the checked path, the bytes made from the record,
+    /// the session's author, and the decision that backs it (consumed by
+    /// the writer with the receipt).
+    Record {
+        project: String,
+        path: RecordPath,
+        bytes: Vec<u8>,
+        author: Author,
+        decision: Option<String>,
+    },
+    /// `project.files`: the spec and docs files at `HEAD`.
+    Files { project: String },
+    /// `project.file`: one spec or docs file at `HEAD`.
+    File { path: RecordPath },
+    /// `project.file.save`: the human's edit against the editor's base.
+    Save {
+        project: String,
+        path: RecordPath,
+        base: String,
+        bytes: Vec<u8>,
+        author: Author,
+    },
+}
+
+/// What a job's Git side gave: the reply, and the commit it made, which the
+/// writer must record before the reply goes out.
+#[derive(Debug)]
+pub struct Done {
+    pub reply: Value,
+    pub receipt: Option<Receipt>,
+}
+
+/// A commit a staged verb made, for the writer to record.
+#[derive(Debug, Clone)]
+pub enum Receipt {
+    /// `record.write`: consume the authority (and its decision) and store
+    /// `record.written {project, path, commit}`.
+    Record {
+        project: String,
+        path: String,
+        commit: String,
+        decision: Option<String>,
+    },
+    /// `project.file.save`: store `project.file.saved {project, path,
+    /// commit, base}` and, for the spec, the review notices.
+    Save {
+        project: String,
+        path: String,
+        commit: String,
+        base: String,
+    },
 }
 
 impl Job {
     /// Runs the Git side. Blocking: call it on a worker thread.
-    pub fn run(self) -> Result<Value, Code> {
-        match &self.work {
+    pub fn run(self) -> Result<Done, Code> {
+        let reply = |reply| Done {
+            reply,
+            receipt: None,
+        };
+        match self.work {
             Work::SpecRead {
                 project,
                 human,
                 commit,
             } => {
-                let snap = spec_snapshot(&self.git, &self.repo, human, commit.as_deref())?;
-                Ok(snap.reply(project))
+                let snap = spec_snapshot(&self.git, &self.repo, &human, commit.as_deref())?;
+                Ok(reply(snap.reply(&project)))
             }
             Work::SpecCite { human, commit } => {
-                let snap = spec_snapshot(&self.git, &self.repo, human, None)?;
-                check_citation(&snap, commit)?;
-                Ok(json!({"spec_commit": snap.commit, "head": snap.head}))
+                let snap = spec_snapshot(&self.git, &self.repo, &human, None)?;
+                check_citation(&snap, &commit)?;
+                Ok(reply(
+                    json!({"spec_commit": snap.commit, "head": snap.head}),
+                ))
+            }
+            Work::Files { project } => Ok(reply(files(&self.git, &self.repo, &project)?)),
+            Work::File { path } => Ok(reply(file(&self.git, &self.repo, &path)?)),
+            Work::Record {
+                project,
+                path,
+                bytes,
+                author,
+                decision,
+            } => {
+                let message = format!("record.write {}\n\nby {}", path.path, author.name);
+                let done = write::commit_file(
+                    &self.git,
+                    &self.repo,
+                    &Write {
+                        path: &path,
+                        content: &bytes,
+                        author: &author,
+                        message: &message,
+                        base: None,
+                    },
+                )?;
+                Ok(Done {
+                    reply: json!({"project": project, "path": path.path, "commit": done.commit}),
+                    receipt: Some(Receipt::Record {
+                        project,
+                        path: path.path,
+                        commit: done.commit,
+                        decision,
+                    }),
+                })
+            }
+            Work::Save {
+                project,
+                path,
+                base,
+                bytes,
+                author,
+            } => {
+                let message = format!("project.file.save {}", path.path);
+                let done = write::commit_file(
+                    &self.git,
+                    &self.repo,
+                    &Write {
+                        path: &path,
+                        content: &bytes,
+                        author: &author,
+                        message: &message,
+                        base: Some(&base),
+                    },
+                )?;
+                Ok(Done {
+                    reply: json!({"path": path.path, "commit": done.commit}),
+                    receipt: Some(Receipt::Save {
+                        project,
+                        path: path.path,
+                        commit: done.commit,
+                        base,
+                    }),
+                })
             }
         }
     }
+}
+
+/// At most this many files in a `project.files` reply.
+pub const FILES_MAX: usize = 200;
+
+/// The last changing commit of `path` at or before `at`: `(commit, author
+/// name, author date)`.
+fn last_change(
+    git: &Git,
+    repo: &std::path::Path,
+    at: &str,
+    path: &str,
+) -> Result<(String, String, String), Code> {
+    let out = git.run(
+        repo,
+        &[
+            "log",
+            "-1",
+            "--no-renames",
+            "--no-show-signature",
+            "--format=%H%n%an%n%aI",
+            "--end-of-options",
+            at,
+            "--",
+            path,
+        ],
+        None,
+    )?;
+    if !out.ok() {
+        return Err(Code::ProjectUnavailable);
+    }
+    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let mut f = text.trim_end_matches('\n').splitn(3, '\n');
+    match (f.next(), f.next(), f.next()) {
+        (Some(c), Some(a), Some(t)) if is_full_sha(c) => Ok((c.into(), a.into(), t.into())),
+        _ => Err(Code::ProjectFileMissing),
+    }
+}
+
+/// `project.files`: the spec and every `docs/NAME.md` at `HEAD` (plain
+/// files only), each with its last changing commit, sorted by path; at
+/// most [`FILES_MAX`] and `truncated` past it.
+fn files(git: &Git, repo: &std::path::Path, project: &str) -> Result<Value, Code> {
+    let tip = head(git, repo)?;
+    let out = git.run(
+        repo,
+        &[
+            "ls-tree",
+            "-r",
+            "-z",
+            "--full-tree",
+            "--end-of-options",
+            &tip,
+            "--",
+            "spec",
+            "docs",
+        ],
+        None,
+    )?;
+    if !out.ok() {
+        return Err(Code::ProjectUnavailable);
+    }
+    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let mut paths = Vec::new();
+    for rec in text.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = rec.split_once('\t') else {
+            return Err(Code::ProjectUnavailable);
+        };
+        let plain = meta.starts_with("100644 blob ") || meta.starts_with("100755 blob ");
+        let editable = write::parse_path(path)
+            .is_ok_and(|p| matches!(p.kind, write::Kind::Spec | write::Kind::Doc));
+        if plain && editable {
+            paths.push(path.to_string());
+        }
+    }
+    paths.sort();
+    let truncated = paths.len() > FILES_MAX;
+    paths.truncate(FILES_MAX);
+    let mut list = Vec::with_capacity(paths.len());
+    for p in paths {
+        let (commit, author, at) = last_change(git, repo, &tip, &p)?;
+        list.push(json!({"path": p, "commit": commit, "author": author, "at": at}));
+    }
+    Ok(json!({"project": project, "head": tip, "files": list, "truncated": truncated}))
+}
+
+/// `project.file`: one committed spec or docs file at `HEAD`.
+fn file(git: &Git, repo: &std::path::Path, path: &RecordPath) -> Result<Value, Code> {
+    let tip = head(git, repo)?;
+    let (blob, _) =
+        write::committed_blob(git, repo, &tip, path)?.ok_or(Code::ProjectFileMissing)?;
+    let out = git.run(repo, &["cat-file", "blob", &blob], None)?;
+    if !out.ok() {
+        return Err(Code::ProjectUnavailable);
+    }
+    if out.stdout.len() > FILE_MAX {
+        return Err(Code::ProjectFileInvalid);
+    }
+    let content = String::from_utf8(out.stdout).map_err(|_| Code::ProjectFileInvalid)?;
+    let (commit, author, at) = last_change(git, repo, &tip, &path.path)?;
+    Ok(json!({
+        "path": path.path, "head": tip, "commit": commit,
+        "content": content, "author": author, "at": at,
+    }))
 }
 
 /// A citation of `commit` against the spec as it is now: a commit other
@@ -131,7 +355,7 @@ impl Snapshot {
 
 /// The repository's `HEAD` commit. A directory that is no repository, or
 /// one with no commit, is `project-unavailable`.
-fn head(git: &Git, repo: &std::path::Path) -> Result<String, Code> {
+pub(crate) fn head(git: &Git, repo: &std::path::Path) -> Result<String, Code> {
     if !repo.join(".git").is_dir() {
         return Err(Code::ProjectUnavailable);
     }

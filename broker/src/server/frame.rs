@@ -5,18 +5,34 @@ use crate::error::Code;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
-/// The request cap (newline included) and the frame deadline, from the
-/// wire crate.
-pub use mosaic_wire::limits::{FRAME_DEADLINE, REQUEST_MAX as MAX_REQUEST};
+/// The request cap (newline included), the save verb's larger cap and the
+/// frame deadline, from the wire crate.
+pub use mosaic_wire::limits::{
+    FRAME_DEADLINE, REQUEST_MAX as MAX_REQUEST, SAVE_REQUEST_MAX as MAX_SAVE_REQUEST,
+};
 
 /// Reads one frame: the bytes before the first newline. Refuses a frame
 /// that is too large, not finished within the deadline, ended by EOF, or
 /// followed by bytes already received.
+///
+/// A frame may pass `max` (newline included) up to `max_large` only to be
+/// judged by its verb afterwards (the one verb allowed a larger envelope,
+/// [`mosaic_wire::limits::SAVE_VERB`]: the caller checks). Once past `max`,
+/// a frame that ends badly (EOF, the deadline) is `request-too-large`: it
+/// was over every other verb's cap already.
 pub async fn read_frame<R: AsyncReadExt + Unpin>(
     r: &mut R,
     max: usize,
+    max_large: usize,
     deadline: Duration,
 ) -> Result<Vec<u8>, Code> {
+    let over = |buf: &Vec<u8>, code: Code| {
+        if buf.len() >= max {
+            Code::RequestTooLarge
+        } else {
+            code
+        }
+    };
     let mut buf = Vec::with_capacity(1024);
     let work = async {
         loop {
@@ -29,13 +45,13 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
                 .take(room.min(8192) as u64)
                 .read_buf(&mut buf)
                 .await
-                .map_err(|_| Code::InvalidRequest)?;
+                .map_err(|_| over(&buf, Code::InvalidRequest))?;
             if n == 0 {
-                return Err(Code::InvalidRequest);
+                return Err(over(&buf, Code::InvalidRequest));
             }
             if let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
                 let end = start + pos;
-                if end + 1 > max {
+                if end + 1 > max_large {
                     return Err(Code::RequestTooLarge);
                 }
                 if buf.len() > end + 1 {
@@ -44,7 +60,7 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
                 buf.truncate(end);
                 return Ok(());
             }
-            if buf.len() >= max {
+            if buf.len() >= max_large {
                 return Err(Code::RequestTooLarge);
             }
         }
@@ -52,6 +68,6 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
     match tokio::time::timeout(deadline, work).await {
         Ok(Ok(())) => Ok(buf),
         Ok(Err(c)) => Err(c),
-        Err(_) => Err(Code::RequestTimeout),
+        Err(_) => Err(over(&buf, Code::RequestTimeout)),
     }
 }

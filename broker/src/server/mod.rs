@@ -130,7 +130,12 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
     // Peer identity comes from the kernel before any byte is parsed.
     let peer = Peer::at_accept(&stream);
     let frame = tokio::select! {
-        read = frame::read_frame(&mut stream, frame::MAX_REQUEST, frame::FRAME_DEADLINE) => read,
+        read = frame::read_frame(
+            &mut stream,
+            frame::MAX_REQUEST,
+            frame::MAX_SAVE_REQUEST,
+            frame::FRAME_DEADLINE,
+        ) => read,
         // Shed to make room for a newer connection: as if its deadline came.
         _ = &mut ticket.shed => Err(Code::RequestTimeout),
     };
@@ -155,10 +160,21 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
 }
 
 async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> Answer {
+    // Past the ordinary envelope only the save verb's request is judged;
+    // anything else is too large, whatever it is.
+    let large = bytes.len() + 1 > frame::MAX_REQUEST;
     // Duplicate keys at any depth refuse: no request means two things.
     let Ok(v) = mosaic_client::json::from_slice(bytes) else {
-        return Answer::Reply(refusal(Code::InvalidRequest, None));
+        let code = if large {
+            Code::RequestTooLarge
+        } else {
+            Code::InvalidRequest
+        };
+        return Answer::Reply(refusal(code, None));
     };
+    if large && v.get("verb").and_then(Value::as_str) != Some(mosaic_wire::limits::SAVE_VERB) {
+        return Answer::Reply(refusal(Code::RequestTooLarge, None));
+    }
     let id = envelope::safe_id(&v);
     let env = match envelope::parse(v) {
         Ok(e) => e,
@@ -241,14 +257,21 @@ async fn staged(
         Ok(Ok(staged)) => staged,
         Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
     };
+    // A commit was made: if its batch then fails to commit, the answer is
+    // outcome-unknown, never a plain refusal (the commit stands).
+    let mut committed = false;
     let finished = match staged {
         verbs::Staged::Project(staged) => {
             let outcome = match staged.job {
                 Some(job) => tokio::task::spawn_blocking(move || job.run())
                     .await
                     .unwrap_or(Err(Code::ProjectUnavailable)),
-                None => Ok(Value::Null),
+                None => Ok(crate::project::Done {
+                    reply: Value::Null,
+                    receipt: None,
+                }),
             };
+            committed = matches!(&outcome, Ok(done) if done.receipt.is_some());
             let then = (staged.then, staged.subject);
             ctx.writer
                 .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
@@ -266,6 +289,7 @@ async fn staged(
     };
     match finished {
         Ok(Ok(v)) => Answer::Reply(envelope::ok(v, id)),
+        Err(_) if committed => Answer::Reply(refusal(Code::OutcomeUnknown, id)),
         Ok(Err(code)) | Err(code) => Answer::Reply(refusal(code, id)),
     }
 }

@@ -116,17 +116,6 @@ const NO_TESTER: Sessions = Sessions {
     ..ANY
 };
 
-/// A human-only verb this build does not serve: the tester gets
-/// `human-required` (as for a served human-only verb); anyone else learns
-/// it is not built.
-const fn planned_human(name: &'static str) -> VerbEntry {
-    VerbEntry {
-        name,
-        sessions: HUMAN,
-        handler: None,
-    }
-}
-
 /// One row of [`VERBS`].
 pub struct VerbEntry {
     pub name: &'static str,
@@ -140,16 +129,6 @@ const fn served(name: &'static str, sessions: Sessions, handler: Handler) -> Ver
         name,
         sessions,
         handler: Some(handler),
-    }
-}
-
-/// A verb the spec (`bus-3i.txt`) names that this build does not serve:
-/// the tester may not call it; anyone else learns it is not built.
-const fn planned(name: &'static str) -> VerbEntry {
-    VerbEntry {
-        name,
-        sessions: NO_TESTER,
-        handler: None,
     }
 }
 
@@ -200,10 +179,10 @@ pub const VERBS: &[VerbEntry] = &[
     served("thread.send", HUMAN, run::<threads::ThreadSend>),
     served("thread.messages", HUMAN, run::<threads::ThreadMessages>),
     served("spec.read", ROLE, project::spec_read_inline),
-    planned("record.write"),
-    planned_human("project.files"),
-    planned_human("project.file"),
-    planned_human("project.file.save"),
+    served("record.write", ROLE, project::record_write_inline),
+    served("project.files", HUMAN, project::files_inline),
+    served("project.file", HUMAN, project::file_inline),
+    served("project.file.save", HUMAN, project::save_inline),
     served("usage.begin", ROLE, usage::begin_inline),
     served("usage.end", ROLE, usage::end_inline),
     served("instances", HUMAN, run::<organization::InstancesRead>),
@@ -276,7 +255,8 @@ pub fn prepare_staged(
 }
 
 /// Finishes a staged verb on the writer side with what its Git side gave:
-/// what `then` says (a reply, or the cited raise with its checks run
+/// a commit's receipt (if it can't be stored, `outcome-unknown`: the commit
+/// stands), what `then` says (a reply, or the cited raise with its checks run
 /// again), the known-token check on the reply, or the refusal's evidence
 /// (filed under `subject`).
 pub fn finish_staged(
@@ -284,13 +264,23 @@ pub fn finish_staged(
     caller: &Caller,
     verb: &str,
     (then, subject): (project::Then, Option<String>),
-    outcome: Result<Value, Code>,
+    outcome: Result<crate::project::Done, Code>,
 ) -> Result<Value, Code> {
+    // A commit was made: a failure from here on is outcome-unknown, never
+    // a plain refusal (the commit stands).
+    let committed = matches!(&outcome, Ok(done) if done.receipt.is_some());
     let checked = project::finish(core, caller, then, outcome).and_then(|reply| {
         core.known_tokens().check(&reply)?;
         Ok(reply)
     });
-    checked.map_err(|code| refused(core, caller, verb, subject, code))
+    checked.map_err(|code| {
+        let recorded = refused(core, caller, verb, subject, code);
+        if committed {
+            Code::OutcomeUnknown
+        } else {
+            recorded
+        }
+    })
 }
 
 /// Finishes a usage verb on the writer side with what its transcript

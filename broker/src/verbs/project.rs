@@ -1,22 +1,38 @@
-//! The verbs whose Git side runs off the writer thread (3i row 138):
-//! `spec.read` and a cited `decision.raise`. Their writer-side part
-//! ([`prepare`]) checks the caller and resolves the project to a [`Job`];
-//! the server runs the job on a blocking worker and hands its outcome back
-//! to the writer ([`super::finish_staged`]), which does what [`Then`] says
-//! with it. In process (`dispatch`), the job runs inline.
+//! The verbs whose Git side runs off the writer thread (3i rows 138 and
+//! 148): `spec.read`, a cited `decision.raise`, `record.write`, and the
+//! human's editor verbs `project.files`, `project.file`,
+//! `project.file.save`. Their writer-side part ([`prepare`]) checks the
+//! caller and resolves the project to a [`Job`]; the server runs the job on
+//! a blocking worker and hands its outcome back to the writer
+//! ([`super::finish_staged`]), which stores a commit's receipt
+//! ([`store_receipt`]) and does what [`Then`] says with it. In process
+//! (`dispatch`), the job runs inline.
 
 use super::decisions::Raise;
-use super::{role_session, Args, Verb};
+use super::{messages, role_session, Args, Verb};
+use crate::authorize;
+use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::project::git::Git;
-use crate::project::{is_full_sha, Job, Work};
-use crate::store::evidence;
-use serde_json::{Map, Value};
+use crate::project::write::{self, Author, Kind, RecordPath};
+use crate::project::{is_full_sha, records, Done, Job, Receipt, Work, SPEC_PATH};
+use crate::store::evidence::{self, Actor};
+use crate::store::messages as msgs;
+use serde_json::{json, Map, Value};
 
 /// The verbs the server always runs in three stages (prepare on the
 /// writer, Git on a worker, finish on the writer).
-pub const STAGED: &[&str] = &["spec.read"];
+pub const STAGED: &[&str] = &[
+    "spec.read",
+    "record.write",
+    "project.files",
+    "project.file",
+    "project.file.save",
+];
+
+/// The definitions whose instances get the spec review notice (3i row 143).
+pub const SPEC_REVIEWERS: &[&str] = &["pm", "cto"];
 
 /// True when the server runs this request in three stages: a [`STAGED`]
 /// verb, or a `decision.raise` that cites the spec (`spec_path` or
@@ -59,6 +75,19 @@ pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Resu
             then: Then::Reply,
             subject: None,
         }),
+        "record.write" | "project.files" | "project.file" | "project.file.save" => {
+            let job = match verb {
+                "record.write" => record_write(core, caller, args)?,
+                "project.files" => files(core, caller, args)?,
+                "project.file" => file(core, caller, args)?,
+                _ => save(core, caller, args)?,
+            };
+            Ok(Staged {
+                job: Some(job),
+                then: Then::Reply,
+                subject: None,
+            })
+        }
         "decision.raise" => {
             let raise = Raise::parse(args)?;
             let job = raise.git_job(core, caller)?;
@@ -72,16 +101,21 @@ pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Resu
     }
 }
 
-/// What the writer does once the Git side answered.
+/// What the writer does once the Git side answered: a commit's receipt
+/// first (if it can't be stored, `outcome-unknown`: the commit stands),
+/// then what `then` says.
 pub fn finish(
     core: &mut Core,
     caller: &Caller,
     then: Then,
-    outcome: Result<Value, Code>,
+    outcome: Result<Done, Code>,
 ) -> Result<Value, Code> {
-    let checked = outcome?;
+    let done = outcome?;
+    if let Some(r) = &done.receipt {
+        store_receipt(core, caller, r).map_err(|_| Code::OutcomeUnknown)?;
+    }
     match then {
-        Then::Reply => Ok(checked),
+        Then::Reply => Ok(done.reply),
         Then::Raise(raise) => raise.raise(core, caller),
     }
 }
@@ -104,9 +138,57 @@ pub fn cite_job(core: &Core, business: &str, project: &str, commit: &str) -> Res
     })
 }
 
-/// `spec.read` in one go, for in-process dispatch.
+/// A staged verb in one go on the writer thread, for in-process dispatch
+/// (tests; the socket never runs Git here): prepare, Git, the receipt.
+pub fn inline(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Value, Code> {
+    let staged = prepare(core, caller, verb, args)?;
+    let outcome = match staged.job {
+        Some(job) => job.run(),
+        None => Ok(Done {
+            reply: Value::Null,
+            receipt: None,
+        }),
+    };
+    finish(core, caller, staged.then, outcome)
+}
+
 pub fn spec_read_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    spec_read(core, caller, args)?.run()
+    inline(core, caller, "spec.read", args)
+}
+
+pub fn record_write_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    inline(core, caller, "record.write", args)
+}
+
+pub fn files_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    inline(core, caller, "project.files", args)
+}
+
+pub fn file_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    inline(core, caller, "project.file", args)
+}
+
+pub fn save_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
+    inline(core, caller, "project.file.save", args)
+}
+
+/// The business and the repository of `project`.
+fn repo_of<'a>(
+    core: &'a Core,
+    business: &str,
+    project: &str,
+) -> Result<(&'a Business, std::path::PathBuf), Code> {
+    let b = core
+        .config
+        .businesses
+        .get(business)
+        .ok_or(Code::UnknownBusiness)?;
+    let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
+    Ok((b, repo))
+}
+
+fn git_of(core: &Core) -> Git {
+    Git::new(core.config.git.as_deref())
 }
 
 /// `spec.read {project, commit?}`: a held role instance of the business.
@@ -143,4 +225,214 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
             commit,
         },
     })
+}
+
+/// `record.write {project, path, record, decision?}`: a writable path that
+/// is not the spec (`project-spec-human-only`), a held role's
+/// `record.write` authority with the path as its target (within-role, or a
+/// decision for that path, checked here and consumed with the receipt), a
+/// valid record
+/// (`invalid-record`). The author is the session's
+/// `<definition>.<instance>`; no author is taken from the request.
+fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+    let project = args.str("project", 64)?;
+    let path = args.str("path", 256)?;
+    let record = args.take_present("record").ok_or(Code::InvalidRequest)?;
+    let decision = args.opt_str("decision", 64)?;
+    args.finish()?;
+    let (business, role, run) = role_session(caller)?;
+    let path = write::parse_path(&path)?;
+    if path.kind == Kind::Spec {
+        return Err(Code::ProjectSpecHumanOnly);
+    }
+    let config = core.config.clone();
+    let b = config
+        .businesses
+        .get(business)
+        .ok_or(Code::UnknownBusiness)?;
+    authorize::check(
+        core.store.conn(),
+        b,
+        role,
+        run,
+        "record.write",
+        Some(&path.path),
+        decision.as_deref(),
+    )?;
+    let (_, repo) = repo_of(core, business, &project)?;
+    let bytes = records::record_bytes(&path, record)?;
+    let definition = b
+        .roles
+        .get(role)
+        .and_then(|r| r.definition.as_deref())
+        .unwrap_or(role);
+    Ok(Job {
+        git: git_of(core),
+        repo,
+        work: Work::Record {
+            project,
+            path,
+            bytes,
+            author: Author::agent(business, definition, role),
+            decision,
+        },
+    })
+}
+
+/// A path the editor verbs take: the spec or a docs file; anything else
+/// is `project-path-invalid`.
+fn editor_path(path: &str) -> Result<RecordPath, Code> {
+    let p = write::parse_path(path)?;
+    match p.kind {
+        Kind::Spec | Kind::Doc => Ok(p),
+        _ => Err(Code::ProjectPathInvalid),
+    }
+}
+
+/// `project.files {project}` (the human; the table refuses every other class).
+fn files(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+    let project = args.str("project", 64)?;
+    args.finish()?;
+    let (_, repo) = repo_of(core, caller.business(), &project)?;
+    Ok(Job {
+        git: git_of(core),
+        repo,
+        work: Work::Files { project },
+    })
+}
+
+/// `project.file {project, path}`.
+fn file(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+    let project = args.str("project", 64)?;
+    let path = args.str("path", 256)?;
+    args.finish()?;
+    let (_, repo) = repo_of(core, caller.business(), &project)?;
+    let path = editor_path(&path)?;
+    Ok(Job {
+        git: git_of(core),
+        repo,
+        work: Work::File { path },
+    })
+}
+
+/// `project.file.save {project, path, base, content}`: `base` a full SHA-1
+/// (the `commit` `project.file` answered; `HEAD` for a new docs file),
+/// `content` Markdown (`invalid-record`), committed as the business's human.
+fn save(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+    let project = args.str("project", 64)?;
+    let path = args.str("path", 256)?;
+    let base = args.str("base", 64)?;
+    let content = match args.take("content") {
+        Some(Value::String(s)) => s,
+        _ => return Err(Code::InvalidRequest),
+    };
+    args.finish()?;
+    if !is_full_sha(&base) {
+        return Err(Code::InvalidRequest);
+    }
+    let (b, repo) = repo_of(core, caller.business(), &project)?;
+    let author = Author::human(&b.id, &b.human);
+    let path = editor_path(&path)?;
+    records::check_markdown(&content)?;
+    Ok(Job {
+        git: git_of(core),
+        repo,
+        work: Work::Save {
+            project,
+            path,
+            base,
+            bytes: content.into_bytes(),
+            author,
+        },
+    })
+}
+
+/// The spec review notice's text (3i row 143): it begins as the spec words
+/// it ([`msgs::spec_notice_lead`]), then asks for the one answer.
+pub fn review_notice_body(project: &str, commit: &str, base: &str) -> String {
+    format!(
+        "{} Read the change with read_spec, check it against settled decisions \
+         and work in flight, and answer the chief of staff once, in reply to this \
+         notice: an INFO beginning \"Accept\", or a BLOCK naming each conflict. \
+         A BLOCK does not revert the commit.",
+        msgs::spec_notice_lead(project, commit, base)
+    )
+}
+
+/// Stores what a staged verb's commit needs on the writer side, in one
+/// transaction. `record.write`: the authority consumed (its decision, if
+/// any) with `action.allowed`, and `record.written {project, path,
+/// commit}`. `project.file.save`: `project.file.saved {project, path,
+/// commit, base}` and, for the spec, one RESULT from `_bus` in no thread to
+/// each instance whose definition is pm or cto. A failure here leaves the
+/// commit standing; the caller answers `outcome-unknown`.
+pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Result<(), Code> {
+    let config = core.config.clone();
+    let b = config
+        .businesses
+        .get(caller.business())
+        .ok_or(Code::UnknownBusiness)?;
+    match receipt {
+        Receipt::Record {
+            project,
+            path,
+            commit,
+            decision,
+        } => {
+            let (business, role, run) = role_session(caller)?;
+            core.store.write(|t| {
+                authorize::authorize_in_tx(
+                    t,
+                    b,
+                    role,
+                    run,
+                    "record.write",
+                    Some(path),
+                    decision.as_deref(),
+                )?;
+                evidence::insert_event(
+                    t,
+                    business,
+                    "record.written",
+                    Actor {
+                        role: Some(role),
+                        run: Some(run),
+                    },
+                    None,
+                    &json!({"project": project, "path": path, "commit": commit}),
+                )?;
+                Ok(())
+            })
+        }
+        Receipt::Save {
+            project,
+            path,
+            commit,
+            base,
+        } => core.store.write(|t| {
+            evidence::insert_event(
+                t,
+                &b.id,
+                "project.file.saved",
+                Actor {
+                    role: Some(messages::HUMAN),
+                    run: Some(messages::HUMAN_RUN),
+                },
+                None,
+                &json!({"project": project, "path": path, "commit": commit, "base": base}),
+            )?;
+            if path != SPEC_PATH {
+                return Ok(());
+            }
+            let body = review_notice_body(project, commit, base);
+            for (instance, role) in &b.roles {
+                let definition = role.definition.as_deref().unwrap_or(instance);
+                if !SPEC_REVIEWERS.contains(&definition) {
+                    continue;
+                }
+                msgs::send_bus_notice(t, &b.id, instance, &body)?;
+            }
+            Ok(())
+        }),
+    }
 }

@@ -403,6 +403,24 @@ codes! {
     UsageTurnIncomplete => "usage-turn-incomplete",
     /// The transcript is past the reader's caps (files, total bytes, bytes one turn appended).
     UsageTranscriptTooLarge => "usage-transcript-too-large",
+    // --- project writes (issue 22, part B) ---
+    /// Another write holds the project's lock (`<repo>/.git/mosaic.lock`), or the repository's
+    /// `HEAD` moved while the write was being made; nothing was committed.
+    ProjectBusy => "project-busy",
+    /// `record.write` of a file under `spec/`: only the human edits the spec (`project.file.save`).
+    ProjectSpecHumanOnly => "project-spec-human-only",
+    /// A project path that is not one of the writable files (`spec/north-star.md`,
+    /// `docs/NAME.md`, `requirements/REQ-X-N.json`, `decisions/DEC-N.json`), or whose place in
+    /// the committed tree is not a plain directory and a plain file (a symlink, a submodule).
+    ProjectPathInvalid => "project-path-invalid",
+    /// `project.file.save`: `base` is not the file's current commit (its last changing commit at
+    /// `HEAD`, or `HEAD` itself for a file not there yet); nothing was written.
+    StaleBase => "stale-base",
+    /// A write whose bytes equal the committed file's: no commit is made.
+    ProjectFileUnchanged => "project-file-unchanged",
+    /// `record.write`: the record is not a valid document for its path (docs Markdown, or the
+    /// requirement or decision JSON shape in `docs/decisions.md`).
+    InvalidRecord => "invalid-record",
 }
 
 impl fmt::Display for Code {
