@@ -1532,6 +1532,14 @@ fn the_editor_verbs_are_the_humans_and_a_spec_save_tells_each_pm_and_cto() {
     repo.commit("spec/north-star.md", "# outside\n", "Ada");
     assert_eq!(bus_messages(w.root.path()).len(), 3);
 
+    // The refusals so far: three stale bases and an unchanged save.
+    let save_refused = |code: &str| (json!("human"), json!("project.file.save"), json!(code));
+    let mut want = vec![
+        save_refused("stale-base"),
+        save_refused("stale-base"),
+        save_refused("stale-base"),
+        save_refused("project-file-unchanged"),
+    ];
     // Refusals: paths other than the spec and docs, leftovers, bad bases
     // and content, other projects.
     let head = repo.git(&["rev-parse", "HEAD"], "x");
@@ -1613,6 +1621,7 @@ fn the_editor_verbs_are_the_humans_and_a_spec_save_tells_each_pm_and_cto() {
         ),
     ] {
         assert_eq!(err(&human.call(verb, args.clone())), code, "{verb} {args}");
+        want.push((json!("human"), json!(verb), json!(code)));
     }
     assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
     // Agents, readers and the tester get human-required.
@@ -1623,8 +1632,17 @@ fn the_editor_verbs_are_the_humans_and_a_spec_save_tells_each_pm_and_cto() {
         assert_eq!(err(&w.b.call(&w.pm, verb, a.clone())), "human-required");
         assert_eq!(err(&w.b.call(&reader, verb, a.clone())), "human-required");
         assert_eq!(err(&tester.call(verb, a)), "human-required");
+        want.push((json!("pm"), json!(verb), json!("human-required")));
+        want.push((json!("tester"), json!(verb), json!("human-required")));
     }
     assert_eq!(bus_messages(w.root.path()).len(), 3);
+    // Every refusal of the human, pm and the tester is on record (the
+    // reader's are not), in order.
+    let got: Vec<(Value, Value, Value)> = refusals(w.root.path())
+        .iter()
+        .map(|r| (r[0].clone(), r[3].clone(), r[4].clone()))
+        .collect();
+    assert_eq!(got, want);
     w.b.close();
 }
 
@@ -1853,5 +1871,52 @@ fn only_the_save_verb_may_carry_a_megabyte_at_server_and_client() {
         repo.git(&["rev-parse", "HEAD"], "x"),
         r["commit"].as_str().expect("sha")
     );
+    w.b.close();
+}
+
+#[test]
+fn the_spec_review_notice_is_what_a_block_answers() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let mut biz = writers();
+    biz["roles"]["cos"] = json!({"definition": "chief-of-staff",
+                                 "authority": {"withinRole": ["message.send"]}});
+    let mut w = world_of(repo.path(), None, &[], biz);
+    let s = sleeper();
+    let cos = w.b.bind("cos", "run-cos", s.id());
+    res(&w.b.call(&cos, "role.claim", Value::Null));
+    let human = ShimSession::human(&w.b);
+    let sc = res(&human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "spec/north-star.md", "base": c1, "content": "# v2\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    // The chief of staff is no pm or cto: no notice for it.
+    let got = res(&w.b.call(&cos, "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"].as_array().map(Vec::len), Some(0));
+    // pm answers its notice with a BLOCK, cto with an INFO "Accept".
+    let notice = |cap: &str| {
+        let got = res(&w.b.call(cap, "message.receive", Value::Null)).clone();
+        assert!(got["messages"][0]["body"]
+            .as_str()
+            .is_some_and(|b| b.starts_with(&format!("{NOTICE_HEAD}{sc}"))));
+        got["messages"][0]["id"].as_str().expect("id").to_string()
+    };
+    let (np, nc) = (notice(&w.pm), notice(&w.cto));
+    res(&w.b.call(
+        &w.pm,
+        "message.send",
+        json!({"to": "cos", "class": "BLOCK", "in_reply_to": np,
+               "body": "Conflicts with DEC-1: the spec drops the review step."}),
+    ));
+    res(&w.b.call(
+        &w.cto,
+        "message.send",
+        json!({"to": "cos", "class": "INFO", "in_reply_to": nc, "body": "Accept"}),
+    ));
+    // The commit stands either way.
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), sc);
     w.b.close();
 }
