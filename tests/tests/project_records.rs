@@ -1920,3 +1920,46 @@ fn the_spec_review_notice_is_what_a_block_answers() {
     assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), sc);
     w.b.close();
 }
+
+#[test]
+fn a_head_moved_outside_the_lock_during_a_write_gets_project_busy_and_loses_nothing() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    // A commit someone else makes while the bus writes: ready before, moved
+    // onto HEAD by a `git` wrapper just before the bus's update-ref.
+    let tree = repo.git(&["rev-parse", "HEAD^{tree}"], "x");
+    let outside = repo.git(&["commit-tree", &tree, "-p", &c1, "-m", "outside"], "Bob");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrapper = dir.path().join("git");
+    let mark = dir.path().join("moved");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" update-ref \"*)\n  if [ ! -e {mark} ]; then : > {mark}; {git} update-ref HEAD {outside}; fi;;\nesac\nexec {git} \"$@\"\n",
+            mark = mark.display(),
+            git = real_git().display(),
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let args = json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"});
+    assert_eq!(
+        err(&w.b.call(&w.pm, "record.write", args.clone())),
+        "project-busy"
+    );
+    assert!(mark.exists(), "the outside commit went in first");
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), outside);
+    assert!(events(w.root.path(), "record.written").is_empty());
+    // Written again, on top of the outside commit.
+    let c = res(&w.b.call(&w.pm, "record.write", args))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    assert_eq!(show(&repo, "%P", &c), outside);
+    w.b.close();
+}
