@@ -1963,3 +1963,111 @@ fn a_head_moved_outside_the_lock_during_a_write_gets_project_busy_and_loses_noth
     assert_eq!(show(&repo, "%P", &c), outside);
     w.b.close();
 }
+
+#[test]
+fn a_spec_save_notice_a_block_and_the_chiefs_relay_end_to_end() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\nv1\n", "Ada");
+    let mut biz = business();
+    let send = json!({"withinRole": ["message.send"], "crossRole": []});
+    biz["roles"]["cos"] = json!({"definition": "chief-of-staff", "authority": send});
+    biz["roles"]["aide"] = json!({"definition": "assistant", "authority": send});
+    let w = Cited::start(biz, &[("site", repo.path())], &["pm", "cto", "dev", "cos"]);
+    let human = ShimSession::human(&w.b);
+    let id = |r: &Value| res(r)["id"].as_str().expect("id").to_string();
+
+    // The user's assistant thread in the Console project of the records
+    // repository, opened.
+    let p = id(&human.call("project.create", json!({"name": "Site", "repo": "site"})));
+    let th = id(&human.call("thread.create", json!({"project": p, "name": "Plan"})));
+    res(&human.call("thread.open", json!({"thread": th})));
+
+    // The human saves the spec from the editor: the pm and the cto each get
+    // one notice from the bus.
+    let file = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "spec/north-star.md"}),
+    ))
+    .clone();
+    assert_eq!(file["commit"], json!(c1));
+    let saved = res(&human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "spec/north-star.md", "base": c1,
+               "content": "# North star\nv2\n"}),
+    ))
+    .clone();
+    let c2 = saved["commit"].as_str().expect("commit").to_string();
+    let notice_of = |role: &str| {
+        let got = res(&w.call(role, "message.receive", Value::Null)).clone();
+        let n = got["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .find(|m| m["from_role"] == json!("_bus"))
+            .cloned()
+            .expect("a notice");
+        assert_eq!(n["class"], json!("RESULT"));
+        let lead = format!(
+            "The human saved spec/north-star.md in project site: commit {c2}, from the editor's base {c1}."
+        );
+        assert!(n["body"].as_str().expect("body").starts_with(&lead), "{n}");
+        n["id"].as_str().expect("id").to_string()
+    };
+    let n_pm = notice_of("pm");
+    let n_cto = notice_of("cto");
+
+    // The saved spec is the human's: a cited raise stands on it.
+    let d = res(&w.raise("dev", "prd.approve", cite("site", &c2))).clone();
+    assert_eq!(d["routed_to"], json!("pm"));
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &c1))),
+        "stale-spec"
+    );
+
+    // BLOCK: the pm answers its own notice; the cto's notice is not its;
+    // dev may not block; only the chief of staff hears a BLOCK.
+    let block = |to: &str, reply: &str| {
+        json!({"to": to, "body": "Conflicts with the settled scope.", "class": "BLOCK",
+               "in_reply_to": reply})
+    };
+    assert_eq!(
+        err(&w.call("pm", "message.send", block("cos", &n_cto))),
+        "block-reply-required"
+    );
+    assert_eq!(
+        err(&w.call("dev", "message.send", block("cos", &n_pm))),
+        "block-sender"
+    );
+    assert_eq!(
+        err(&w.call("pm", "message.send", block("cto", &n_pm))),
+        "block-recipient"
+    );
+    let b = id(&w.call("pm", "message.send", block("cos", &n_pm)));
+    assert_eq!(
+        err(&human.call(
+            "thread.send",
+            json!({"thread": th, "body": "x", "class": "BLOCK"})
+        )),
+        "invalid-class"
+    );
+    let got = res(&w.call("cos", "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"][0]["id"], json!(b));
+    assert_eq!(got["messages"][0]["class"], json!("BLOCK"));
+
+    // The chief of staff relays to the assistant in reply to the BLOCK: the
+    // relay is in the user's thread, and the human sees it there.
+    let relay = id(&w.call(
+        "cos",
+        "message.send",
+        json!({"to": "aide", "body": "The pm blocks the spec save.", "in_reply_to": b}),
+    ));
+    let shown = res(&human.call("thread.messages", json!({"thread": th}))).clone();
+    let in_thread: Vec<&Value> = shown["messages"]
+        .as_array()
+        .expect("thread messages")
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(in_thread, [&json!(relay)]);
+    w.b.close();
+}
