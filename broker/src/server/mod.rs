@@ -142,7 +142,8 @@ async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket
     ticket.spoke();
     let answer = match frame {
         Err(code) => Answer::Reply(refusal(code, None)),
-        Ok(bytes) => request(ctx, &stream, &bytes, peer).await,
+        // The frame (and its large-frame slot) lives until the reply.
+        Ok(frame) => request(ctx, &stream, &frame.bytes, peer).await,
     };
     let (line, written) = match answer {
         Answer::Reply(v) => (line_of(&v), 0),
