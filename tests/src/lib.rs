@@ -1,6 +1,8 @@
 //! Shared helpers for the workspace's cross-process tests: a private data
 //! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
 
+pub mod flood;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -448,6 +450,22 @@ pub fn res(reply: &Value) -> &Value {
     &reply["result"]
 }
 
+/// A scratch folder for a shim's request and reply files, removed on drop.
+/// Mode 0755: the shim runs detached, with no capability to pass a
+/// private folder's permissions.
+pub fn shim_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("mosaic-shim-")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    d
+}
+
 /// A proven session through a real static shim (`mosaic-human-cli` or
 /// `mosaic-tester-cli`), started detached with a clean environment
 /// (`setsid -f env -i`), as a person's terminal would run it, so the proof
@@ -459,14 +477,15 @@ pub struct ShimSession {
     n: std::cell::Cell<u32>,
 }
 
-fn sh_quote(s: &str) -> String {
+/// `s` as one single-quoted `/bin/sh` word.
+pub fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A shim holds no capability: drop the bounding set a root test runner
 /// passes down (the capability-less proof helper may read only such a
-/// process's environ).
-fn drop_bounding_set() -> std::io::Result<()> {
+/// process's environ). For `pre_exec` only.
+pub fn drop_bounding_set() -> std::io::Result<()> {
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
@@ -486,30 +505,31 @@ impl ShimSession {
     }
 
     fn with(exe: &str, socket: &Path) -> ShimSession {
-        let dir = tempfile::Builder::new()
-            .prefix("mosaic-shim-")
-            .tempdir()
-            .expect("dir");
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
         ShimSession {
             exe: bin(exe),
             socket: socket.to_path_buf(),
-            dir,
+            dir: shim_dir(),
             n: std::cell::Cell::new(0),
         }
     }
 
     /// One request for business `acme`; the whole reply.
     pub fn call(&self, verb: &str, args: Value) -> Value {
+        self.call_in("acme", verb, args)
+    }
+
+    /// The `result` of a request for `acme` that must succeed.
+    pub fn ok(&self, verb: &str, args: Value) -> Value {
+        res(&self.call(verb, args)).clone()
+    }
+
+    /// One request for `business` (`args` left out when null); the whole reply.
+    pub fn call_in(&self, business: &str, verb: &str, args: Value) -> Value {
         let i = self.n.get() + 1;
         self.n.set(i);
         let input = self.dir.path().join(format!("{i}.in"));
         let out = self.dir.path().join(format!("{i}.out"));
-        let mut req = json!({"business": "acme", "verb": verb});
+        let mut req = json!({"business": business, "verb": verb});
         if !args.is_null() {
             req["args"] = args;
         }
@@ -530,17 +550,23 @@ impl ShimSession {
         // SAFETY: only prctl between fork and exec.
         unsafe { cmd.pre_exec(drop_bounding_set) };
         let mut child = cmd.spawn().expect("spawn the shim");
-        let end = Instant::now() + Duration::from_secs(20);
-        let reply = loop {
-            if let Ok(s) = std::fs::read_to_string(&out) {
-                break s;
-            }
-            assert!(Instant::now() < end, "the shim never answered {verb}");
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let reply = wait_file(&out);
         let _ = child.wait();
         serde_json::from_str(reply.trim()).expect("reply is JSON")
     }
+}
+
+/// The text of `p` once it exists (a detached shim writes its reply to a
+/// temporary name and renames it); panics after 20 s.
+pub fn wait_file(p: &Path) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if let Ok(s) = std::fs::read_to_string(p) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", p.display());
 }
 
 /// An older kernel than the one the tests run on, made by a seccomp filter

@@ -11,32 +11,7 @@ use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Root test runners hold every capability; a human's shim holds none, and
-/// the capability-less proof helper may read only such a process's environ.
-fn drop_bounding_set() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
-    Ok(())
-}
-
-fn wait_file(p: &Path) -> String {
-    let end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < end {
-        if let Ok(s) = std::fs::read_to_string(p) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} never appeared", p.display());
-}
+use std::time::Duration;
 
 struct Shim<'a> {
     exe: PathBuf,
@@ -109,24 +84,11 @@ fn rand_u64() -> u64 {
     u64::from_le_bytes(b)
 }
 
-fn env_dir() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("mosaic-shim-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(
-        d.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    d
-}
-
 #[test]
 fn human_from_a_clean_tree_succeeds_and_refusals_have_their_codes() {
     let root = data_root();
     let mut b = Broker::start(root.path());
-    let io = env_dir();
+    let io = shim_dir();
     let socket = b.socket.clone();
     let human = Shim {
         exe: bin("mosaic-human-cli"),
@@ -261,7 +223,7 @@ fn a_forged_raw_request_naming_another_pid_is_refused() {
 fn tester_sessions() {
     let root = data_root();
     let b = Broker::start(root.path());
-    let io = env_dir();
+    let io = shim_dir();
     let tester = Shim {
         exe: bin("mosaic-tester-cli"),
         socket: &b.socket,
@@ -321,7 +283,7 @@ fn tester_sessions() {
 fn a_dead_proof_helper_refuses_then_is_replaced() {
     let root = data_root();
     let b = Broker::start(root.path());
-    let io = env_dir();
+    let io = shim_dir();
     let human = Shim {
         exe: bin("mosaic-human-cli"),
         socket: &b.socket,
@@ -529,7 +491,7 @@ fn assert_refused_start(out: &std::process::Output, code: &str) {
 
 #[test]
 fn a_broker_in_a_user_namespace_proves_humans_through_the_helper_systemd_stored() {
-    let io = env_dir();
+    let io = shim_dir();
     let run = data_root();
 
     // Why the helper lives outside: a broker in a user namespace that spawns
@@ -665,7 +627,7 @@ fn an_unproven_request_learns_nothing_about_the_configured_businesses() {
     let v = truthful_non_shim(&b.socket, "tester", "globex");
     assert_eq!(v, json!({"ok": false, "error": "proof-exe"}));
     // A proven human naming an unknown business is told so.
-    let io = env_dir();
+    let io = shim_dir();
     let human = Shim {
         exe: bin("mosaic-human-cli"),
         socket: &b.socket,

@@ -6,10 +6,7 @@
 use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const TASK: &str = "vikunja:3/41";
 const OTHER: &str = "vikunja:3/42";
@@ -52,7 +49,7 @@ struct Env {
     b: Broker,
     caps: HashMap<&'static str, String>,
     procs: Vec<Sleeper>,
-    shim_dir: tempfile::TempDir,
+    human: ShimSession,
 }
 
 fn env() -> Env {
@@ -66,50 +63,18 @@ fn env() -> Env {
         caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
         procs.push(p);
     }
-    let shim_dir = tempfile::Builder::new()
-        .prefix("mosaic-shim-")
-        .tempdir()
-        .expect("tempdir");
-    std::fs::set_permissions(
-        shim_dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    let human = ShimSession::human(&b);
     let e = Env {
         root,
         b,
         caps,
         procs,
-        shim_dir,
+        human,
     };
     for r in ROLES {
         e.ok(r, "role.claim", Value::Null);
     }
     e
-}
-
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Root test runners hold every capability; a human's shim holds none.
-fn drop_bounding_set() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
-    Ok(())
-}
-
-fn wait_file(p: &Path) -> String {
-    let end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < end {
-        if let Ok(s) = std::fs::read_to_string(p) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} never appeared", p.display());
 }
 
 impl Env {
@@ -128,30 +93,7 @@ impl Env {
     /// detached with a clean environment (the suite may run under an agent
     /// whose markers the proof refuses).
     fn human(&self, business: &str, verb: &str, args: Value) -> Value {
-        let req = json!({"business": business, "verb": verb, "args": args});
-        let n = std::fs::read_dir(self.shim_dir.path()).map_or(0, |d| d.count());
-        let input = self.shim_dir.path().join(format!("{n}.in"));
-        let out = self.shim_dir.path().join(format!("{n}.out"));
-        std::fs::write(&input, req.to_string()).expect("request file");
-        let o = sh_quote(out.to_str().expect("utf-8"));
-        let script = format!(
-            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
-            sh_quote(bin("mosaic-human-cli").to_str().expect("utf-8")),
-            sh_quote(self.b.socket.to_str().expect("utf-8")),
-            sh_quote(input.to_str().expect("utf-8")),
-        );
-        let mut cmd = Command::new("setsid");
-        cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c"])
-            .arg(script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: only prctl between fork and exec.
-        unsafe { cmd.pre_exec(drop_bounding_set) };
-        let mut child = cmd.spawn().expect("setsid");
-        let reply = wait_file(&out);
-        let _ = child.wait();
-        serde_json::from_str(reply.trim()).expect("shim reply is JSON")
+        self.human.call_in(business, verb, args)
     }
 
     /// Closes the broker and starts another on the same store with
@@ -161,7 +103,7 @@ impl Env {
             root,
             b,
             procs,
-            shim_dir,
+            human,
             ..
         } = self;
         b.close();
@@ -182,7 +124,7 @@ impl Env {
             b,
             caps,
             procs,
-            shim_dir,
+            human,
         }
     }
 

@@ -32,16 +32,6 @@ static STEER: Mutex<()> = Mutex::new(());
 
 const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
 
-/// Root test runners hold every capability; a human's shim holds none, and
-/// the capability-less proof helper may read only such a process's environ.
-fn drop_bounding_set() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
-    Ok(())
-}
-
 /// True when this process may steer pid allocation (root in the initial
 /// user namespace, or CAP_CHECKPOINT_RESTORE). Says so when it may not.
 fn can_steer_pids() -> bool {

@@ -8,10 +8,8 @@
 
 use mosaic_tests::*;
 use serde_json::{json, Value};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 /// acme: one thread instance (`helper`), a chief of staff who launches and
 /// may end roles with a reason, a pm. solo: no thread instance. duo: two.
@@ -56,97 +54,6 @@ fn boot(root: &Path, human: &str, second_assistant: bool) -> Broker {
     b
 }
 
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// A human's shim holds no capability; drop the bounding set a root test
-/// runner passes down.
-fn drop_bounding_set() -> std::io::Result<()> {
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-    }
-    Ok(())
-}
-
-/// The human, through `mosaic-human-cli`, detached and clean.
-struct Human {
-    socket: PathBuf,
-    dir: tempfile::TempDir,
-    n: std::cell::Cell<u32>,
-}
-
-impl Human {
-    fn new(b: &Broker) -> Human {
-        Human::at(&b.socket)
-    }
-
-    fn at(socket: &Path) -> Human {
-        let dir = tempfile::Builder::new()
-            .prefix("mosaic-threads-")
-            .tempdir()
-            .expect("dir");
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
-        Human {
-            socket: socket.to_path_buf(),
-            dir,
-            n: std::cell::Cell::new(0),
-        }
-    }
-
-    /// One request as `business`'s human; the whole reply.
-    fn call_in(&self, business: &str, verb: &str, args: Value) -> Value {
-        let i = self.n.get() + 1;
-        self.n.set(i);
-        let input = self.dir.path().join(format!("{i}.in"));
-        let out = self.dir.path().join(format!("{i}.out"));
-        std::fs::write(
-            &input,
-            json!({"business": business, "verb": verb, "args": args}).to_string(),
-        )
-        .expect("write request");
-        let q = |p: &Path| sh_quote(p.to_str().expect("utf-8"));
-        let script = format!(
-            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
-            sh_quote(bin("mosaic-human-cli").to_str().expect("utf-8")),
-            sh_quote(self.socket.to_str().expect("utf-8")),
-            q(&input),
-            o = q(&out),
-        );
-        let mut cmd = Command::new("setsid");
-        cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: only prctl between fork and exec.
-        unsafe { cmd.pre_exec(drop_bounding_set) };
-        let mut child = cmd.spawn().expect("spawn the shim");
-        let end = Instant::now() + Duration::from_secs(20);
-        let reply = loop {
-            if let Ok(s) = std::fs::read_to_string(&out) {
-                break s;
-            }
-            assert!(Instant::now() < end, "the shim never answered {verb}");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let _ = child.wait();
-        serde_json::from_str(reply.trim()).expect("reply is JSON")
-    }
-
-    fn call(&self, verb: &str, args: Value) -> Value {
-        self.call_in("acme", verb, args)
-    }
-
-    fn ok(&self, verb: &str, args: Value) -> Value {
-        res(&self.call(verb, args.clone())).clone()
-    }
-}
-
 fn thread_launch(role: &str, run: &str, pid: u32, thread: &str) -> Value {
     let mut l = launch(role, run, pid);
     l["thread"] = json!(thread);
@@ -183,7 +90,7 @@ fn count(root: &Path, sql: &str) -> i64 {
 fn the_human_makes_projects_and_threads_and_talks_in_them() {
     let root = data_root();
     let mut b = boot(root.path(), "Ada", false);
-    let h = Human::new(&b);
+    let h = ShimSession::human(&b);
 
     // Projects: by name once per business; repo names one of its projects.
     let p = h.ok("project.create", json!({"name": "Site", "repo": "site"}));
@@ -385,7 +292,7 @@ fn the_human_makes_projects_and_threads_and_talks_in_them() {
 
     // Another user's thread: the business's human changed.
     let mut b = boot(root.path(), "Ben", false);
-    let ben = Human::new(&b);
+    let ben = ShimSession::human(&b);
     for (verb, args) in [
         ("thread.open", json!({"thread": thread})),
         ("thread.send", json!({"thread": thread, "body": "mine?"})),
@@ -401,7 +308,7 @@ fn the_human_makes_projects_and_threads_and_talks_in_them() {
 fn thread_runs_claim_their_thread_receive_only_it_and_idle_out() {
     let root = data_root();
     let mut b = boot(root.path(), "Ada", false);
-    let h = Human::new(&b);
+    let h = ShimSession::human(&b);
     let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
     let thread = h.ok(
         "thread.create",
@@ -651,7 +558,7 @@ fn raise(action: &str, target: Option<&str>) -> Value {
 fn ending_the_assistant_revokes_its_held_threads() {
     let root = data_root();
     let mut b = boot_for_ends(root.path());
-    let h = Human::new(&b);
+    let h = ShimSession::human(&b);
     let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
     let mk = |name: &str| {
         h.ok("thread.create", json!({"project": project, "name": name}))["id"]
@@ -798,7 +705,7 @@ fn ending_the_assistant_revokes_its_held_threads() {
 fn a_thread_runs_decisions_bind_to_its_thread() {
     let root = data_root();
     let mut b = boot_for_ends(root.path());
-    let h = Human::new(&b);
+    let h = ShimSession::human(&b);
     let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
     let mk = |name: &str| {
         h.ok("thread.create", json!({"project": project, "name": name}))["id"]
@@ -883,7 +790,7 @@ fn boot_launches_and_the_embedded_runtime_keep_the_thread_rules() {
     use mosaic_bus::Code;
     let root = data_root();
     let b = boot(root.path(), "Ada", false);
-    let h = Human::new(&b);
+    let h = ShimSession::human(&b);
     let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
     let thread = h.ok(
         "thread.create",

@@ -1,0 +1,125 @@
+//! The connection flood both daemons' flood tests hold open (`bus.sock` in
+//! `tests/tests/flood.rs`, the lease socket in
+//! `proofd/leased/tests/leased_daemon.rs`, which takes this file in with
+//! `#[path]` so that `mosaic-leased` links nothing of the bus's): std, libc
+//! and `mosaic-os` only.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Raises this test process's own soft descriptor limit to its hard one:
+/// a flood needs more than the usual 1,024. Fails (does not skip) when the
+/// hard limit can't hold two floods at once.
+pub fn own_nofile_for_floods() {
+    let after = mosaic_os::limits::raise_nofile();
+    assert!(
+        after >= 3000,
+        "the flood tests need RLIMIT_NOFILE >= 3000 (hard limit: {after})"
+    );
+}
+
+/// The `Max open files` soft and hard limits of `pid`.
+pub fn open_files_limit(pid: u32) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().into(), f.next().unwrap().into())
+}
+
+/// What a flood connection saw: its reply (empty when it saw none) and when
+/// the reply or EOF arrived, from its connect (`None`: nothing while the
+/// flood was held).
+pub struct Seen {
+    pub reply: String,
+    pub after: Option<Duration>,
+}
+
+/// 1,000 idle connections and 200 slow writers (a space every 100 ms, never
+/// a newline), held open while `during` runs; then what each one saw. Every
+/// connection is watched with `poll`, so its reply or close is timed to
+/// about 10 ms.
+pub fn flood<T>(sock: &Path, during: impl FnOnce() -> T) -> (Vec<Seen>, T) {
+    let conns: Vec<(UnixStream, Instant)> = (0..1200)
+        .map(|_| (UnixStream::connect(sock).unwrap(), Instant::now()))
+        .collect();
+    // Raw descriptors, not clones: the flood holds 1,200 of them, not 1,400.
+    // The connections outlive the writer (joined before they are dropped).
+    let slow: Vec<i32> = conns[1000..].iter().map(|(c, _)| c.as_raw_fd()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for fd in &slow {
+                    // SAFETY: an open socket owned by `conns`, which outlives
+                    // this thread; a one-byte static buffer.
+                    unsafe {
+                        libc::send(
+                            *fd,
+                            b" ".as_ptr().cast(),
+                            1,
+                            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                        )
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let watcher = {
+        let fds: Vec<i32> = conns.iter().map(|(c, _)| c.as_raw_fd()).collect();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut answered: Vec<Option<Instant>> = vec![None; fds.len()];
+            while !stop.load(Ordering::SeqCst) {
+                let mut pfds: Vec<libc::pollfd> = fds
+                    .iter()
+                    .zip(&answered)
+                    .filter(|(_, a)| a.is_none())
+                    .map(|(fd, _)| libc::pollfd {
+                        fd: *fd,
+                        events: libc::POLLIN | libc::POLLRDHUP,
+                        revents: 0,
+                    })
+                    .collect();
+                if pfds.is_empty() {
+                    break;
+                }
+                // SAFETY: a valid array of pollfds on open descriptors.
+                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+                let now = Instant::now();
+                for p in pfds.iter().filter(|p| p.revents != 0) {
+                    let i = fds.iter().position(|fd| *fd == p.fd).unwrap();
+                    answered[i] = Some(now);
+                }
+            }
+            answered
+        })
+    };
+    let out = during();
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    let answered = watcher.join().unwrap();
+    let seen = conns
+        .into_iter()
+        .zip(answered)
+        .map(|((mut c, at), answered)| {
+            let _ = c.set_nonblocking(true);
+            let mut reply = Vec::new();
+            let _ = c.read_to_end(&mut reply);
+            Seen {
+                reply: String::from_utf8_lossy(&reply).into_owned(),
+                after: answered.map(|t| t.duration_since(at)),
+            }
+        })
+        .collect();
+    (seen, out)
+}
