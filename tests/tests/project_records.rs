@@ -2071,3 +2071,380 @@ fn a_spec_save_notice_a_block_and_the_chiefs_relay_end_to_end() {
     assert_eq!(in_thread, [&json!(relay)]);
     w.b.close();
 }
+
+// --- review of issue 22 against 3i L263-L281 and row 143
+
+#[test]
+fn every_path_under_spec_is_human_only_and_a_narrowed_role_needs_a_decision() {
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    // `lead` is a pm instance whose business narrowed the v2 grant away:
+    // no record.write within its role.
+    let mut biz = writers();
+    biz["roles"]["lead"] = json!({"definition": "pm",
+                                  "authority": {"withinRole": [], "crossRole": []}});
+    let mut w = world_of(repo.path(), None, &[], biz);
+    let s = sleeper();
+    let lead = w.b.bind("lead", "run-lead", s.id());
+    res(&w.b.call(&lead, "role.claim", Value::Null));
+    let write = |cap: &str, path: &str| {
+        w.b.call(
+            cap,
+            "record.write",
+            json!({"project": "site", "path": path, "record": "# Mine\n"}),
+        )
+    };
+    // "spec/ always refuses project-spec-human-only" (L269): the spec file
+    // and anything else under spec/, writable shape or not.
+    let spec_paths = [
+        "spec/north-star.md",
+        "spec/other.md",
+        "spec/NORTH-STAR.md",
+        "spec/north-star.json",
+        "spec/a/b.md",
+        "spec/",
+    ];
+    for p in spec_paths {
+        assert_eq!(err(&write(&w.pm, p)), "project-spec-human-only", "{p}");
+    }
+    // Not under spec/: the path rule.
+    for p in ["spec", "specs/north-star.md", "./spec/north-star.md"] {
+        assert_eq!(err(&write(&w.pm, p)), "project-path-invalid", "{p}");
+    }
+    // No caller author or business identity is accepted (L269).
+    for extra in ["author", "business", "definition", "instance"] {
+        let mut a = json!({"project": "site", "path": "docs/x.md", "record": "# x\n"});
+        a[extra] = json!("acme");
+        assert_eq!(
+            err(&w.b.call(&w.pm, "record.write", a)),
+            "invalid-request",
+            "{extra}"
+        );
+    }
+    // Narrowing limits still apply: the narrowed pm needs a decision.
+    assert_eq!(err(&write(&lead, "docs/lead.md")), "decision-required");
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), head);
+    let got: Vec<(Value, Value, Value)> = refusals(w.root.path())
+        .iter()
+        .map(|r| (r[0].clone(), r[3].clone(), r[4].clone()))
+        .collect();
+    let pm = |code: &str| (json!("pm"), json!("record.write"), json!(code));
+    let mut want = vec![pm("project-spec-human-only"); spec_paths.len()];
+    want.extend(vec![pm("project-path-invalid"); 3]);
+    want.extend(vec![pm("invalid-request"); 4]);
+    want.push((
+        json!("lead"),
+        json!("record.write"),
+        json!("decision-required"),
+    ));
+    assert_eq!(got, want);
+    w.b.close();
+}
+
+#[test]
+fn an_invalid_spec_file_keeps_the_readers_code_for_a_read_and_a_cited_raise() {
+    // The human committed a spec that is not UTF-8 (one repository) and one
+    // past the 1 MiB file limit (another).
+    let binary = Repo::new();
+    let full = binary.path().join("spec/north-star.md");
+    std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&full, [b'#', b' ', 0xff, 0xfe, b'\n']).expect("write");
+    binary.git(&["add", "--", "spec/north-star.md"], "Ada");
+    binary.git(&["commit", "-q", "-m", "binary"], "Ada");
+    let cb = binary.git(&["rev-parse", "HEAD"], "x");
+    let big = Repo::new();
+    let cg = big.commit(
+        "spec/north-star.md",
+        &format!("# Big\n{}", "b".repeat(1024 * 1024)),
+        "Ada",
+    );
+    let w = Cited::start(
+        business(),
+        &[("bin", binary.path()), ("big", big.path())],
+        &["pm", "cto", "dev"],
+    );
+    for (project, commit) in [("bin", &cb), ("big", &cg)] {
+        assert_eq!(
+            err(&w.call("dev", "spec.read", json!({"project": project}))),
+            "project-file-invalid",
+            "{project}"
+        );
+        // A blocking cited raise: refused with the reader's code, filed
+        // under its task.
+        let mut a = cite(project, commit);
+        a["blocking"] = json!(true);
+        a["task_ref"] = json!("vikunja:1/7");
+        assert_eq!(
+            err(&w.raise("dev", "prd.approve", a)),
+            "project-file-invalid",
+            "{project}"
+        );
+    }
+    let got: Vec<Value> = refusals(w.root.path());
+    assert_eq!(
+        got,
+        [
+            json!(["dev", "run-dev", null, "spec.read", "project-file-invalid"]),
+            json!([
+                "dev",
+                "run-dev",
+                "vikunja:1/7",
+                "decision.raise",
+                "project-file-invalid"
+            ]),
+            json!(["dev", "run-dev", null, "spec.read", "project-file-invalid"]),
+            json!([
+                "dev",
+                "run-dev",
+                "vikunja:1/7",
+                "decision.raise",
+                "project-file-invalid"
+            ]),
+        ]
+    );
+    let stored: i64 = db(w.root.path())
+        .query_row("SELECT count(*) FROM decisions", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(stored, 0);
+    w.b.close();
+}
+
+#[test]
+fn definition_less_pm_and_cto_get_the_notice_and_may_block_and_a_busy_save_tells_nobody() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    // pm and cto with no definition (each stands for its own), `lead` with
+    // none either (a key that is neither), the chief of staff.
+    let send = json!({"withinRole": ["message.send"], "crossRole": []});
+    let mut biz = business();
+    for r in ["pm", "cto"] {
+        biz["roles"][r] = json!({"authority": send});
+    }
+    biz["roles"]["lead"] = json!({"authority": send});
+    biz["roles"]["cos"] = json!({"definition": "chief-of-staff", "authority": send});
+    let w = Cited::start(biz, &[("site", repo.path())], &["pm", "cto", "lead", "cos"]);
+    let human = ShimSession::human(&w.b);
+    let save = |base: &str, content: &str| {
+        human.call(
+            "project.file.save",
+            json!({"project": "site", "path": "spec/north-star.md", "base": base,
+                   "content": content}),
+        )
+    };
+
+    // The project lock held by another writer: the save is project-busy,
+    // commits nothing and tells nobody.
+    let held = HeldLock::take(&repo);
+    assert_eq!(err(&save(&c1, "# North star\nv2\n")), "project-busy");
+    drop(held);
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), c1);
+    assert!(bus_messages(w.root.path()).is_empty());
+
+    // The save: one notice to pm and one to cto, none to lead or cos.
+    let sc = res(&save(&c1, "# North star\nv2\n"))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    let to: Vec<Value> = bus_messages(w.root.path())
+        .iter()
+        .map(|n| n[0].clone())
+        .collect();
+    assert_eq!(to, [json!("cto"), json!("pm")]);
+    let notice = |role: &str| {
+        let got = res(&w.call(role, "message.receive", Value::Null)).clone();
+        let n = &got["messages"][0];
+        assert!(
+            n["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with(&format!("{NOTICE_HEAD}{sc}"))),
+            "{got}"
+        );
+        n["id"].as_str().expect("id").to_string()
+    };
+    let n_pm = notice("pm");
+    let n_cto = notice("cto");
+    let none = res(&w.call("lead", "message.receive", Value::Null)).clone();
+    assert_eq!(none["messages"], json!([]));
+
+    // The definition-less pm and cto may BLOCK in reply to their notices;
+    // lead, with no pm or cto definition or key, may not.
+    let block = |reply: &str| {
+        json!({"to": "cos", "class": "BLOCK", "in_reply_to": reply,
+               "body": "Conflicts with DEC-1."})
+    };
+    assert_eq!(
+        err(&w.call("lead", "message.send", block(&n_pm))),
+        "block-sender"
+    );
+    res(&w.call("pm", "message.send", block(&n_pm)));
+    res(&w.call("cto", "message.send", block(&n_cto)));
+    let got = res(&w.call("cos", "message.receive", Value::Null)).clone();
+    let classes: Vec<&Value> = got["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| &m["class"])
+        .collect();
+    assert_eq!(classes, [&json!("BLOCK"), &json!("BLOCK")]);
+    // The BLOCKs did not revert the commit.
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), sc);
+    let got: Vec<(Value, Value, Value)> = refusals(w.root.path())
+        .iter()
+        .map(|r| (r[0].clone(), r[3].clone(), r[4].clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                json!("human"),
+                json!("project.file.save"),
+                json!("project-busy")
+            ),
+            (json!("lead"), json!("message.send"), json!("block-sender")),
+        ]
+    );
+    w.b.close();
+
+    // A business with no pm or cto instance: a spec save sends nothing.
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let mut biz = business();
+    let none = json!({"withinRole": [], "crossRole": []});
+    biz["roles"] = json!({
+        "lead": {"definition": "architect", "authority": none},
+        "ops": {"definition": "ops", "authority": none},
+        "dev": {"definition": "dev", "authority": none},
+    });
+    biz["arbiters"] = json!({"technical": "lead", "delivery": "ops"});
+    biz.as_object_mut().expect("object").remove("launch");
+    let w = Cited::start(biz, &[("site", repo.path())], &["lead", "ops", "dev"]);
+    let human = ShimSession::human(&w.b);
+    let r = res(&human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "spec/north-star.md", "base": c1,
+               "content": "# North star\nv2\n"}),
+    ))
+    .clone();
+    assert_eq!(
+        repo.git(&["rev-parse", "HEAD"], "x"),
+        r["commit"].as_str().expect("sha")
+    );
+    assert!(bus_messages(w.root.path()).is_empty());
+    assert_eq!(events(w.root.path(), "project.file.saved").len(), 1);
+    w.b.close();
+}
+
+#[test]
+fn a_spec_save_whose_notices_cannot_be_stored_answers_outcome_unknown_and_stands() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let gate = tempfile::tempdir().expect("tempdir");
+    let (wrapper, started, release) = gated_git(gate.path());
+    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let human = ShimSession::human(&w.b);
+    let saving = {
+        let c1 = c1.clone();
+        std::thread::spawn(move || {
+            human.call(
+                "project.file.save",
+                json!({"project": "site", "path": "spec/north-star.md", "base": c1,
+                       "content": "# North star\nv2\n"}),
+            )
+        })
+    };
+    wait_for(&started);
+    // While Git works, another connection takes the store's write lock and
+    // keeps it until the save has answered: its receipt and notices can't
+    // be stored (the broker waits out its busy timeout).
+    let blocker = rusqlite::Connection::open(w.root.path().join("bus").join("bus.sqlite"))
+        .expect("open the store");
+    blocker
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+    std::fs::write(&release, "").expect("release");
+    let r = saving.join().expect("saver");
+    blocker.execute_batch("ROLLBACK").expect("let go");
+    drop(blocker);
+    assert_eq!(err(&r), "outcome-unknown");
+    // The commit stands, the human's; nothing of its receipt was stored.
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    assert_ne!(head, c1);
+    assert_eq!(show(&repo, "%an %P", &head), format!("Ada {c1}"));
+    assert!(events(w.root.path(), "project.file.saved").is_empty());
+    assert!(bus_messages(w.root.path()).is_empty());
+    // The broker serves on, and reads the saved spec as the human's.
+    let spec = res(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))).clone();
+    assert_eq!(
+        (&spec["commit"], &spec["confirmed"]),
+        (&json!(head), &json!(true))
+    );
+    w.b.close();
+}
+
+#[test]
+fn a_symlinked_spec_or_git_directory_reads_as_the_editor_and_the_writer_see_it() {
+    // The human's latest spec commit makes the spec a symlink to a docs
+    // file: not a plain file, for a read and a citation as for the editor.
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    repo.commit("docs/plan.md", "# Plan\n", "Ada");
+    repo.git(&["rm", "-q", "--", "spec/north-star.md"], "Ada");
+    std::fs::create_dir_all(repo.path().join("spec")).expect("mkdir");
+    std::os::unix::fs::symlink("../docs/plan.md", repo.path().join("spec/north-star.md"))
+        .expect("symlink");
+    repo.git(&["add", "--", "spec/north-star.md"], "Ada");
+    repo.git(&["commit", "-q", "-m", "link"], "Ada");
+    let link = repo.git(&["rev-parse", "HEAD"], "x");
+    // A second repository whose `.git` is a symlink to a real one.
+    let real = Repo::new();
+    real.commit("spec/north-star.md", "# North star\n", "Ada");
+    let linked = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(real.path().join(".git"), linked.path().join(".git"))
+        .expect("symlink");
+    let w = Cited::start(
+        business(),
+        &[("site", repo.path()), ("linked", linked.path())],
+        &["pm", "cto", "dev"],
+    );
+    let human = ShimSession::human(&w.b);
+    assert_eq!(
+        err(&human.call(
+            "project.file",
+            json!({"project": "site", "path": "spec/north-star.md"})
+        )),
+        "project-path-invalid"
+    );
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "site"}))),
+        "project-path-invalid"
+    );
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &link))),
+        "project-path-invalid"
+    );
+    // Writes refuse a symlinked .git; reads do too.
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "linked"}))),
+        "project-unavailable"
+    );
+    assert_eq!(
+        err(&human.call("project.files", json!({"project": "linked"}))),
+        "project-unavailable"
+    );
+    let codes: Vec<Value> = refusals(w.root.path())
+        .iter()
+        .map(|r| json!([r[0], r[3], r[4]]))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            json!(["human", "project.file", "project-path-invalid"]),
+            json!(["dev", "spec.read", "project-path-invalid"]),
+            json!(["dev", "decision.raise", "project-path-invalid"]),
+            json!(["dev", "spec.read", "project-unavailable"]),
+            json!(["human", "project.files", "project-unavailable"]),
+        ]
+    );
+    w.b.close();
+}

@@ -353,11 +353,15 @@ impl Snapshot {
     }
 }
 
-/// The repository's `HEAD` commit. A directory that is no repository, or
-/// one with no commit, is `project-unavailable`.
+/// The repository's `HEAD` commit. A directory that is no repository (its
+/// `.git` missing, a symlink or a file), or one with no commit, is
+/// `project-unavailable`.
 pub(crate) fn head(git: &Git, repo: &std::path::Path) -> Result<String, Code> {
-    if !repo.join(".git").is_dir() {
-        return Err(Code::ProjectUnavailable);
+    // A directory of its own, as the writer's lock requires: a symlinked
+    // `.git` or a `gitdir:` file is no repository the bus reads.
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(md) if md.file_type().is_dir() => {}
+        _ => return Err(Code::ProjectUnavailable),
     }
     let out = git.run(
         repo,
@@ -445,14 +449,15 @@ pub fn spec_snapshot(
     let Some(last) = history.first() else {
         return Err(Code::ProjectFileMissing);
     };
-    let blob = git.run(
-        repo,
-        &["cat-file", "blob", &format!("{at}:{SPEC_PATH}")],
-        None,
-    )?;
+    // The committed entry must be a plain file in a plain `spec` tree, as
+    // the editor and the writer require (`project-path-invalid`): a symlink's
+    // target text is no spec. Absent: deleted by its last changing commit.
+    let spec = write::parse_path(SPEC_PATH)?;
+    let (object, _) =
+        write::committed_blob(git, repo, &at, &spec)?.ok_or(Code::ProjectFileMissing)?;
+    let blob = git.run(repo, &["cat-file", "blob", &object], None)?;
     if !blob.ok() {
-        // Deleted by its last changing commit.
-        return Err(Code::ProjectFileMissing);
+        return Err(Code::ProjectUnavailable);
     }
     if blob.stdout.len() > FILE_MAX {
         return Err(Code::ProjectFileInvalid);

@@ -92,6 +92,13 @@ pub fn is_decision_id(s: &str) -> bool {
     s.strip_prefix("DEC-").is_some_and(is_number)
 }
 
+/// True for a path under the spec's directory (`spec/...`), which only the
+/// human writes, through the editor: `record.write` refuses every such path
+/// `project-spec-human-only`, whether or not it is a writable file.
+pub fn under_spec(path: &str) -> bool {
+    path.starts_with("spec/")
+}
+
 /// Checks `path` against the writable files. Anything else (another
 /// directory, `..`, an absolute path, a second level, another extension)
 /// is `project-path-invalid`.

@@ -228,7 +228,7 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
 }
 
 /// `record.write {project, path, record, decision?}`: a writable path that
-/// is not the spec (`project-spec-human-only`), a held role's
+/// is not under `spec/` (`project-spec-human-only`), a held role's
 /// `record.write` authority with the path as its target (within-role, or a
 /// decision for that path, checked here and consumed with the receipt), a
 /// valid record
@@ -241,6 +241,11 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
     let decision = args.opt_str("decision", 64)?;
     args.finish()?;
     let (business, role, run) = role_session(caller)?;
+    // "spec/ always refuses" (L269): anything under it, before the path
+    // rule, so an agent learns the spec is the human's whatever it named.
+    if write::under_spec(&path) {
+        return Err(Code::ProjectSpecHumanOnly);
+    }
     let path = write::parse_path(&path)?;
     if path.kind == Kind::Spec {
         return Err(Code::ProjectSpecHumanOnly);
