@@ -2181,6 +2181,17 @@ fn an_invalid_spec_file_keeps_the_readers_code_for_a_read_and_a_cited_raise() {
             "{project}"
         );
     }
+    // A raise with no task_ref whose target is a task ref is filed under
+    // the target (DESIGN.md, Refusal evidence), at either stage: its own
+    // checks (before Git) and the Git side's.
+    let mut a = cite("bin", &cb);
+    a["target"] = json!("vikunja:1/8");
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", a.clone())),
+        "project-file-invalid"
+    );
+    a["choice"] = json!("yes");
+    assert_eq!(err(&w.raise("dev", "prd.approve", a)), "invalid-choice");
     let got: Vec<Value> = refusals(w.root.path());
     assert_eq!(
         got,
@@ -2200,6 +2211,20 @@ fn an_invalid_spec_file_keeps_the_readers_code_for_a_read_and_a_cited_raise() {
                 "vikunja:1/7",
                 "decision.raise",
                 "project-file-invalid"
+            ]),
+            json!([
+                "dev",
+                "run-dev",
+                "vikunja:1/8",
+                "decision.raise",
+                "project-file-invalid"
+            ]),
+            json!([
+                "dev",
+                "run-dev",
+                "vikunja:1/8",
+                "decision.raise",
+                "invalid-choice"
             ]),
         ]
     );
@@ -2423,6 +2448,23 @@ fn a_symlinked_spec_or_git_directory_reads_as_the_editor_and_the_writer_see_it()
         err(&w.raise("dev", "prd.approve", cite("site", &link))),
         "project-path-invalid"
     );
+    // A save's path may not escape the repository either.
+    for p in [
+        "../escape.md",
+        "docs/../../escape.md",
+        "/tmp/escape.md",
+        "docs/./plan.md",
+    ] {
+        assert_eq!(
+            err(&human.call(
+                "project.file.save",
+                json!({"project": "site", "path": p, "base": link, "content": "# x\n"})
+            )),
+            "project-path-invalid",
+            "{p}"
+        );
+    }
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), link);
     // Writes refuse a symlinked .git; reads do too.
     assert_eq!(
         err(&w.call("dev", "spec.read", json!({"project": "linked"}))),
@@ -2442,6 +2484,10 @@ fn a_symlinked_spec_or_git_directory_reads_as_the_editor_and_the_writer_see_it()
             json!(["human", "project.file", "project-path-invalid"]),
             json!(["dev", "spec.read", "project-path-invalid"]),
             json!(["dev", "decision.raise", "project-path-invalid"]),
+            json!(["human", "project.file.save", "project-path-invalid"]),
+            json!(["human", "project.file.save", "project-path-invalid"]),
+            json!(["human", "project.file.save", "project-path-invalid"]),
+            json!(["human", "project.file.save", "project-path-invalid"]),
             json!(["dev", "spec.read", "project-unavailable"]),
             json!(["human", "project.files", "project-unavailable"]),
         ]

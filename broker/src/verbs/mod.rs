@@ -248,7 +248,11 @@ pub fn prepare_staged(
         if usage::is_staged(verb) {
             usage::prepare(core, caller, verb, Args::new(args)).map(Staged::Usage)
         } else {
-            project::prepare(core, caller, verb, Args::new(args)).map(Staged::Project)
+            // Its refusal after Git is filed where one before it is: under
+            // the request's task ref (`task_ref`, or a `target` that is one).
+            let subject = subject.clone();
+            project::prepare(core, caller, verb, Args::new(args))
+                .map(|p| Staged::Project(project::Staged { subject, ..p }))
         }
     });
     prepared.map_err(|code| refused(core, caller, verb, subject, code))

@@ -60,7 +60,8 @@ pub enum Then {
 
 /// A prepared staged verb: its Git job (none when there is nothing to
 /// read after all), what to do with the outcome, and the task its refusal
-/// is filed under.
+/// is filed under (`verbs::prepare_staged` sets it from the request, as
+/// the dispatch files any refusal).
 pub struct Staged {
     pub job: Option<Job>,
     pub then: Then,
