@@ -785,3 +785,334 @@ fn an_unreadable_or_oversized_transcript_settles_the_turn_at_begin() {
         unknown(&turn, "pi", "usage-transcript-too-large")
     );
 }
+
+/// A Claude Code transcript line as the harness writes it: the envelope
+/// (`parentUuid`, `isSidechain`, `sessionId`, `requestId`, `uuid`, ...)
+/// around one content block of a reply whose usage repeats on each line.
+fn cc_line(
+    session: &str,
+    id: &str,
+    usage: [u64; 4],
+    stop: Value,
+    block: &str,
+    side: bool,
+) -> Value {
+    json!({"parentUuid": null, "isSidechain": side, "userType": "external", "cwd": "/w",
+           "sessionId": session, "version": "2.1.4", "gitBranch": "main",
+           "requestId": format!("req_{id}"), "type": "assistant", "uuid": format!("u-{id}-{block}"),
+           "timestamp": "2026-12-01T10:00:00.000Z",
+           "message": {"id": id, "type": "message", "role": "assistant", "model": "claude-opus-4-5",
+                       "content": [{"type": block, "text": SECRET}], "stop_reason": stop,
+                       "stop_sequence": null,
+                       "usage": {"input_tokens": usage[0], "output_tokens": usage[1],
+                                 "cache_creation_input_tokens": usage[2],
+                                 "cache_read_input_tokens": usage[3],
+                                 "cache_creation": {"ephemeral_5m_input_tokens": usage[2],
+                                                    "ephemeral_1h_input_tokens": 0},
+                                 "service_tier": "standard"}}})
+}
+
+/// Claude Code's real layout with a per-run project directory as the
+/// transcript: a subagent's replies go to `<session>/subagents/agent-*.jsonl`
+/// (beside a `.meta.json`), and they are the run's spend too; a resumed
+/// session is a new file that starts with a copy of the history it resumes
+/// (the same message ids), which was charged already and is not again.
+#[test]
+fn claude_code_subagent_files_count_and_a_resumed_session_s_copied_history_does_not() {
+    let mut e = Env::new();
+    let dir = e.path("project");
+    std::fs::create_dir(&dir).unwrap();
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&dir), Some("acct"));
+
+    // Turn 1: the main reply asks for a subagent (Task), the subagent
+    // works in its own file, the main reply then ends the turn.
+    let t1 = e.turn("dev", &dev);
+    assert_eq!(e.begin(&dev, &t1), baselined(&t1, "claude-code"));
+    let s1 = dir.join("s1.jsonl");
+    let sub = dir.join("s1").join("subagents");
+    std::fs::create_dir_all(&sub).unwrap();
+    let history = vec![
+        cc_user(),
+        cc_line(
+            "s1",
+            "msg_m1",
+            [10, 3, 100, 1000],
+            json!(null),
+            "thinking",
+            false,
+        ),
+        cc_line(
+            "s1",
+            "msg_m1",
+            [10, 40, 100, 1000],
+            json!("tool_use"),
+            "tool_use",
+            false,
+        ),
+    ];
+    append(&s1, &history);
+    std::fs::write(sub.join("agent-a1.meta.json"), r#"{"agentType":"Explore"}"#).unwrap();
+    append(
+        &sub.join("agent-a1.jsonl"),
+        &[
+            cc_line(
+                "s1",
+                "msg_a1",
+                [5, 6, 7, 8],
+                json!("tool_use"),
+                "tool_use",
+                true,
+            ),
+            cc_line(
+                "s1",
+                "msg_a2",
+                [1, 2, 3, 4],
+                json!("end_turn"),
+                "text",
+                true,
+            ),
+        ],
+    );
+    let tail = vec![
+        json!({"type": "user", "isSidechain": false, "sessionId": "s1",
+               "message": {"role": "user", "content": [{"type": "tool_result", "content": SECRET}]}}),
+        cc_line(
+            "s1",
+            "msg_m2",
+            [20, 30, 0, 1100],
+            json!("end_turn"),
+            "text",
+            false,
+        ),
+    ];
+    append(&s1, &tail);
+    assert_eq!(
+        e.end(&dev, &t1),
+        known(
+            &t1,
+            "claude-code",
+            json!("acct"),
+            "claude-opus-4-5",
+            "anthropic",
+            [json!(36), json!(78), json!(110), json!(2112)]
+        )
+    );
+
+    // Turn 2: `--resume` writes a new session file: the copied history
+    // first, then the new turn's reply.
+    let t2 = e.turn("dev", &dev);
+    assert_eq!(e.begin(&dev, &t2), baselined(&t2, "claude-code"));
+    let copied: Vec<Value> = history
+        .iter()
+        .chain(tail.iter())
+        .map(|l| {
+            let mut l = l.clone();
+            l["sessionId"] = json!("s2");
+            l
+        })
+        .collect();
+    let s2 = dir.join("s2.jsonl");
+    append(&s2, &copied);
+    append(
+        &s2,
+        &[
+            cc_user(),
+            cc_line(
+                "s2",
+                "msg_m3",
+                [2, 4, 6, 8],
+                json!("end_turn"),
+                "text",
+                false,
+            ),
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &t2),
+        known(
+            &t2,
+            "claude-code",
+            json!("acct"),
+            "claude-opus-4-5",
+            "anthropic",
+            [json!(2), json!(4), json!(6), json!(8)]
+        )
+    );
+
+    // Turn 3: resumed again, but stopped before any new reply: the copy
+    // alone is no reply of this turn.
+    let t3 = e.turn("dev", &dev);
+    e.begin(&dev, &t3);
+    append(&dir.join("s3.jsonl"), &copied);
+    assert_eq!(
+        e.end(&dev, &t3),
+        unknown(&t3, "claude-code", "usage-turn-incomplete")
+    );
+
+    // Turn 4: the main reply asks for a tool; an inline sidechain line
+    // (older Claude Code) ending after it does not end the main turn.
+    let t4 = e.turn("dev", &dev);
+    e.begin(&dev, &t4);
+    append(
+        &s2,
+        &[
+            cc_line(
+                "s2",
+                "msg_m4",
+                [1, 1, 0, 0],
+                json!("tool_use"),
+                "tool_use",
+                false,
+            ),
+            cc_line(
+                "s2",
+                "msg_a3",
+                [1, 1, 0, 0],
+                json!("end_turn"),
+                "text",
+                true,
+            ),
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &t4),
+        unknown(&t4, "claude-code", "usage-turn-incomplete")
+    );
+
+    let total = res(&e.b.call(&e.b.reader_cap(), "usage", Value::Null))["total"].clone();
+    assert_eq!(
+        total,
+        json!({"input": 38, "output": 82, "cacheWrite": 116, "cacheRead": 2120, "unknownTurns": 2})
+    );
+    assert!(!e.b.stderr().contains(SECRET));
+}
+
+/// A replayed `usage.end` after a broker restart answers the recorded
+/// outcome: lines written to the transcript since are not charged, and the
+/// read does not change.
+#[test]
+fn an_end_replayed_after_a_restart_charges_nothing_more() {
+    let root = data_root();
+    let files = tempfile::tempdir().expect("tempdir");
+    let t = files.path().join("s.jsonl");
+    let procs: Vec<Sleeper> = (0..2).map(|_| sleeper()).collect();
+    let dev_rec = json!({"business": "acme", "role": "dev", "run": "run-dev",
+        "harness": "claude-code", "pid": procs[1].id(), "startTime": start_time(procs[1].id()),
+        "transcript": t.to_str().unwrap(), "account": "acct-r"});
+    let bind = |b: &mut Broker| {
+        let pm = b.bind("pm", "run-pm", procs[0].id());
+        let r = b.op(json!({"op": "bindLaunch", "record": dev_rec}));
+        let dev = r["launch"]["cap"].as_str().expect("cap").to_string();
+        (pm, dev)
+    };
+    let mut b = Broker::start(root.path());
+    let (pm, dev) = bind(&mut b);
+    res(&b.call(&pm, "role.claim", Value::Null));
+    res(&b.call(&dev, "role.claim", Value::Null));
+    let sent = res(&b.call(&pm, "message.send", json!({"to": "dev", "body": "go"}))).clone();
+    res(&b.call(&dev, "message.receive", Value::Null));
+    let turn = sent["id"].as_str().unwrap().to_string();
+    res(&b.call(&dev, "usage.begin", json!({"turn": turn})));
+    append(
+        &t,
+        &[cc_user(), cc("m1", [4, 3, 2, 1], json!("end_turn"), "text")],
+    );
+    let ended = res(&b.call(&dev, "usage.end", json!({"turn": turn}))).clone();
+    let read = res(&b.call(&b.reader_cap(), "usage", Value::Null)).clone();
+    b.close();
+
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc("m2", [400, 300, 0, 0], json!("end_turn"), "text"),
+        ],
+    );
+    let mut b = Broker::start(root.path());
+    let (_, dev) = bind(&mut b);
+    assert_eq!(
+        res(&b.call(&dev, "usage.end", json!({"turn": turn}))),
+        &ended
+    );
+    assert_eq!(
+        res(&b.call(&dev, "usage.begin", json!({"turn": turn})))["sources"][0]["baseline"],
+        json!(true)
+    );
+    assert_eq!(res(&b.call(&b.reader_cap(), "usage", Value::Null)), &read);
+    let n: i64 = db(root.path())
+        .query_row("SELECT count(*) FROM usage_records", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2, "one baseline, one outcome");
+    b.close();
+}
+
+/// The runner verbs are a role run's: the human gets `agent-required` and
+/// the tester `tester-refused`, each with its `action.refused` evidence;
+/// and no read that shows a run (agents, state, inbox, a turn's trail)
+/// carries the run's account.
+#[test]
+fn the_human_and_the_tester_are_refused_the_runner_verbs_and_no_read_shows_the_account() {
+    let mut e = Env::new();
+    let t = e.path("s.jsonl");
+    let account = "acct-9d41-private";
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), Some(account));
+    let turn = e.turn("dev", &dev);
+    e.begin(&dev, &turn);
+    append(
+        &t,
+        &[cc_user(), cc("m1", [1, 2, 3, 4], json!("end_turn"), "text")],
+    );
+    assert_eq!(e.end(&dev, &turn)["outcomes"][0]["account"], json!(account));
+
+    let human = ShimSession::human(&e.b);
+    let tester = ShimSession::tester(&e.b);
+    let before = refusals(e.root.path()).len();
+    for verb in ["usage.begin", "usage.end"] {
+        assert_eq!(
+            err(&human.call(verb, json!({"turn": turn}))),
+            "agent-required"
+        );
+        assert_eq!(
+            err(&tester.call(verb, json!({"turn": turn}))),
+            "tester-refused"
+        );
+    }
+    let refused: Vec<Value> = refusals(e.root.path())[before..]
+        .iter()
+        .map(|r| json!([r[3], r[4]]))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            json!(["usage.begin", "agent-required"]),
+            json!(["usage.begin", "tester-refused"]),
+            json!(["usage.end", "agent-required"]),
+            json!(["usage.end", "tester-refused"]),
+        ]
+    );
+
+    let reader = e.b.reader_cap();
+    let shown = [
+        e.b.call(&reader, "agents", Value::Null),
+        e.b.call(&reader, "state", Value::Null),
+        e.b.call(&reader, "inbox", Value::Null),
+        e.b.call(&reader, "trail", json!({"subject": "dev"})),
+        e.b.call(&reader, "trail", json!({"subject": turn})),
+        e.b.call(&dev, "agents", Value::Null),
+        e.b.call(&dev, "inbox", Value::Null),
+        human.call("agents", Value::Null),
+        human.call("state", Value::Null),
+    ];
+    for r in &shown {
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert!(!r.to_string().contains(account), "{r}");
+    }
+    assert!(
+        shown[0].to_string().contains("run-dev"),
+        "agents shows the run: {}",
+        shown[0]
+    );
+    // Only the usage read and the end's reply carry it.
+    let usage = res(&e.b.call(&reader, "usage", Value::Null)).clone();
+    assert_eq!(usage["byAccount"][0]["account"], json!(account), "{usage}");
+}

@@ -67,6 +67,7 @@ impl Source for ClaudeCode {
             // known, so a null one ends the turn unless the reply asks for
             // a tool.
             last: stop != Some("tool_use") && !asks_tool,
+            sidechain: obj.get("isSidechain").and_then(Value::as_bool) == Some(true),
         }))
     }
 }
@@ -86,9 +87,10 @@ pub(crate) fn count(v: Option<&Value>, optional: bool) -> Result<u64, Code> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::outcome_of;
+    use super::super::transcript::Part;
     use super::*;
     use serde_json::json;
+    use std::collections::HashSet;
 
     fn line(id: &str, usage: Value, stop: Value, content: Value) -> String {
         json!({"type": "assistant", "sessionId": "s",
@@ -102,12 +104,24 @@ mod tests {
                "cache_creation_input_tokens": cw, "cache_read_input_tokens": cr})
     }
 
-    fn turn(lines: &[String]) -> Vec<Vec<u8>> {
-        vec![lines
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            .into_bytes()]
+    fn part(lines: &[String], subagent: bool) -> Part {
+        Part {
+            bytes: lines
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes(),
+            subagent,
+            fresh: false,
+        }
+    }
+
+    fn turn(lines: &[String]) -> Vec<Part> {
+        vec![part(lines, false)]
+    }
+
+    fn outcome_of(s: &dyn Source, parts: &[Part]) -> Result<super::super::Reading, Code> {
+        super::super::outcome_of(s, parts, &HashSet::new())
     }
 
     #[test]
@@ -228,5 +242,81 @@ mod tests {
         l["message"]["model"] = json!("<synthetic>");
         let r = outcome_of(&ClaudeCode, &turn(&[l.to_string()])).unwrap();
         assert_eq!((r.provider, r.model), (None, None));
+    }
+
+    fn side(id: &str, stop: Value, block: &str) -> String {
+        let mut l: Value =
+            serde_json::from_str(&line(id, usage(1, 1, 0, 0), stop, json!([{"type": block}])))
+                .unwrap();
+        l["isSidechain"] = json!(true);
+        l.to_string()
+    }
+
+    #[test]
+    fn subagent_replies_count_but_only_the_session_s_own_end_the_turn() {
+        let asks = line(
+            "m1",
+            usage(2, 2, 0, 0),
+            json!("tool_use"),
+            json!([{"type": "tool_use"}]),
+        );
+        let ends = line(
+            "m2",
+            usage(3, 3, 0, 0),
+            json!("end_turn"),
+            json!([{"type": "text"}]),
+        );
+        // An inline sidechain reply after the main one asked for a tool
+        // does not close the turn.
+        let open = turn(&[asks.clone(), side("s1", json!("end_turn"), "text")]);
+        assert_eq!(
+            outcome_of(&ClaudeCode, &open),
+            Err(Code::UsageTurnIncomplete)
+        );
+        // A subagent's file still asking for a tool does not keep it open.
+        let parts = [
+            part(&[asks.clone(), ends.clone()], false),
+            part(&[side("s2", json!("tool_use"), "tool_use")], true),
+        ];
+        let r = outcome_of(&ClaudeCode, &parts).unwrap();
+        assert_eq!((r.tokens.input, r.tokens.output), (6, 6));
+        // Subagent replies alone are no reply of the session.
+        let only = [part(&[side("s3", json!("end_turn"), "text")], true)];
+        assert_eq!(
+            outcome_of(&ClaudeCode, &only),
+            Err(Code::UsageTurnIncomplete)
+        );
+    }
+
+    #[test]
+    fn replies_charged_before_the_turn_and_repeated_ids_across_files_count_once() {
+        let m1 = line(
+            "m1",
+            usage(5, 5, 0, 0),
+            json!("end_turn"),
+            json!([{"type": "text"}]),
+        );
+        let m2 = line(
+            "m2",
+            usage(7, 1, 0, 0),
+            json!("end_turn"),
+            json!([{"type": "text"}]),
+        );
+        let charged: HashSet<String> = ["m1".to_string()].into();
+        let parts = [part(&[m1.clone(), m2.clone()], false)];
+        let r = super::super::outcome_of(&ClaudeCode, &parts, &charged).unwrap();
+        assert_eq!(r.tokens.input, 7);
+        // Only charged replies: nothing of this turn's own.
+        let copy = [part(std::slice::from_ref(&m1), false)];
+        assert_eq!(
+            super::super::outcome_of(&ClaudeCode, &copy, &charged),
+            Err(Code::UsageTurnIncomplete)
+        );
+        // One id in two files is one reply.
+        let twice = [
+            part(std::slice::from_ref(&m2), false),
+            part(std::slice::from_ref(&m2), false),
+        ];
+        assert_eq!(outcome_of(&ClaudeCode, &twice).unwrap().tokens.input, 7);
     }
 }

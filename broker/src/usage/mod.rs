@@ -13,9 +13,9 @@ pub mod pi;
 pub mod transcript;
 
 use crate::error::Code;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use transcript::Baseline;
+use transcript::{Baseline, Part};
 
 pub use crate::policy::usage::Tokens;
 
@@ -49,6 +49,9 @@ pub struct Entry {
     pub model: Option<String>,
     /// True when the reply ends the turn (it asks for no tool).
     pub last: bool,
+    /// A subagent's reply written into the session's own file (Claude
+    /// Code's `isSidechain`): counted, but it does not end the turn.
+    pub sidechain: bool,
 }
 
 /// A turn's known outcome.
@@ -85,58 +88,94 @@ pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Sums what a turn appended: `parts` holds each file's appended bytes
-/// (whole lines). Each reply counts once. The turn is complete when some
-/// reply was written and, in every file that gained replies, the last one
-/// ends the turn; else `usage-turn-incomplete`. Provider and model are the
-/// last file's closing reply's (a turn that mixed models is recorded under
-/// the model that ended it).
-pub fn outcome_of(source: &dyn Source, parts: &[Vec<u8>]) -> Result<Reading, Code> {
-    let mut tokens = Tokens::default();
-    let mut closing: Option<Entry> = None;
-    let mut any = false;
+/// Sums what a turn appended (`parts`, whole lines per file). Each reply
+/// counts once, by its id over all files (the last line of an id holds its
+/// usage), and a reply whose id is in `charged` (written before the turn:
+/// a resumed or forked session copies its history into a new file) not at
+/// all. The turn is complete when a session file (not a subagent's) gained
+/// a reply of its own and, in every such file, the last such reply ends
+/// the turn; else `usage-turn-incomplete`. Provider and model are those of
+/// the last file's closing reply (a turn that mixed models is recorded
+/// under the model that ended it).
+pub fn outcome_of(
+    source: &dyn Source,
+    parts: &[Part],
+    charged: &HashSet<String>,
+) -> Result<Reading, Code> {
+    let mut replies: HashMap<String, Entry> = HashMap::new();
+    // Per session file that gained a reply of its own: its last one.
+    let mut closers: Vec<String> = Vec::new();
     for part in parts {
-        // Replies by id, the last line of each; `order` keeps where each
-        // id was last seen, so the file's last reply is found.
-        let mut replies: HashMap<String, (usize, Entry)> = HashMap::new();
-        for (i, line) in part.split(|b| *b == b'\n').enumerate() {
+        let mut closer: Option<String> = None;
+        for line in part.bytes.split(|b| *b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Some(e) = source.entry(line)? {
-                replies.insert(e.id.clone(), (i, e));
+            let Some(e) = source.entry(line)? else {
+                continue;
+            };
+            if charged.contains(&e.id) {
+                continue;
             }
+            if !part.subagent && !e.sidechain {
+                closer = Some(e.id.clone());
+            }
+            replies.insert(e.id.clone(), e);
         }
-        let Some((_, last)) = replies.values().max_by_key(|(i, _)| *i) else {
-            continue;
-        };
-        if !last.last {
+        closers.extend(closer);
+    }
+    let mut closing: Option<&Entry> = None;
+    for id in &closers {
+        let e = replies.get(id).ok_or(Code::UsageTurnIncomplete)?;
+        if !e.last {
             return Err(Code::UsageTurnIncomplete);
         }
-        any = true;
-        let last = last.clone();
-        for (_, e) in replies.values() {
-            add(&mut tokens, &e.tokens)?;
-        }
-        if last.model.is_some() || closing.is_none() {
-            closing = Some(last);
+        if e.model.is_some() || closing.is_none() {
+            closing = Some(e);
         }
     }
-    if !any {
-        return Err(Code::UsageTurnIncomplete);
+    let closing = closing.ok_or(Code::UsageTurnIncomplete)?;
+    let mut tokens = Tokens::default();
+    for e in replies.values() {
+        add(&mut tokens, &e.tokens)?;
     }
-    let closing = closing.unwrap_or_else(|| Entry {
-        id: String::new(),
-        tokens: Tokens::default(),
-        provider: None,
-        model: None,
-        last: true,
-    });
     Ok(Reading {
-        provider: closing.provider,
-        model: closing.model,
+        provider: closing.provider.clone(),
+        model: closing.model.clone(),
         tokens,
     })
+}
+
+/// The ids among the replies in `parts` that the transcript's history
+/// (its baselined bytes) already holds. Only the turn's own ids are kept,
+/// so memory follows the turn, not the history; a history line the source
+/// can't read is no reply.
+fn already_charged(
+    source: &dyn Source,
+    path: &Path,
+    baseline: &Baseline,
+    parts: &[Part],
+) -> Result<HashSet<String>, Code> {
+    let mut ids = HashSet::new();
+    for part in parts {
+        for line in part.bytes.split(|b| *b == b'\n') {
+            if let Ok(Some(e)) = source.entry(line) {
+                ids.insert(e.id);
+            }
+        }
+    }
+    let mut charged = HashSet::new();
+    if ids.is_empty() || baseline.files.is_empty() {
+        return Ok(charged);
+    }
+    transcript::history(path, baseline, &mut |line| {
+        if let Ok(Some(e)) = source.entry(line) {
+            if ids.contains(&e.id) {
+                charged.insert(e.id);
+            }
+        }
+    })?;
+    Ok(charged)
 }
 
 /// What `usage.begin` found for one source: a baseline to store, or the
@@ -158,7 +197,8 @@ pub fn end(
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
     let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
     let parts = transcript::appended(path, baseline)?;
-    outcome_of(source, &parts)
+    let charged = already_charged(source, path, baseline, &parts)?;
+    outcome_of(source, &parts, &charged)
 }
 
 #[cfg(test)]

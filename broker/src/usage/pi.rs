@@ -56,15 +56,17 @@ impl Source for Pi {
             provider: bounded_name(msg.get("provider").and_then(Value::as_str)),
             model: bounded_name(msg.get("model").and_then(Value::as_str)),
             last: stop != "toolUse",
+            sidechain: false,
         }))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::outcome_of;
+    use super::super::transcript::Part;
     use super::*;
     use serde_json::json;
+    use std::collections::HashSet;
 
     fn reply(id: &str, model: &str, i: i64, o: i64, cr: i64, cw: i64, stop: &str) -> String {
         json!({"type": "message", "id": id, "parentId": null, "timestamp": "2026-01-01T00:00:00Z",
@@ -78,12 +80,20 @@ mod tests {
         .to_string()
     }
 
-    fn turn(lines: &[String]) -> Vec<Vec<u8>> {
-        vec![lines
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            .into_bytes()]
+    fn turn(lines: &[String]) -> Vec<Part> {
+        vec![Part {
+            bytes: lines
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes(),
+            subagent: false,
+            fresh: false,
+        }]
+    }
+
+    fn outcome_of(s: &dyn Source, parts: &[Part]) -> Result<super::super::Reading, Code> {
+        super::super::outcome_of(s, parts, &HashSet::new())
     }
 
     #[test]

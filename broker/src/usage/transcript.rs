@@ -2,8 +2,10 @@
 //! they held before a turn (the baseline) and what the turn appended.
 //!
 //! The path is either one file or a directory whose regular `*.jsonl`
-//! files directly inside it are the transcript (symbolic links and
-//! subdirectories are skipped). A baseline records, per file, a digest of
+//! files directly inside it are the transcript (symbolic links and other
+//! subdirectories are skipped); each such session file `S.jsonl` brings
+//! the regular `*.jsonl` files directly in `S/subagents/`, where Claude
+//! Code writes its subagents' replies. A baseline records, per file, a digest of
 //! its name, its length and the SHA-256 of those bytes: no text and no path
 //! is kept. Everything here blocks on the file system: it runs off the
 //! writer thread (see `verbs::usage`).
@@ -94,10 +96,90 @@ fn io_code(e: &std::io::Error) -> Code {
     Code::UsageSourceFailed
 }
 
-/// The transcript's files now: (name digest, path, length), in name order.
-/// A path that does not exist yet is an empty transcript (a harness may
-/// create its session file only when the first entry is written).
-fn listing(path: &Path) -> Result<Vec<(String, PathBuf, u64)>, Code> {
+/// One file of a transcript as listed now.
+struct Listed {
+    /// The digest it is known by (of its name, or for a subagent's file of
+    /// `<session>/subagents/<name>`).
+    name: String,
+    path: PathBuf,
+    len: u64,
+    /// A subagent's file (Claude Code writes a subagent's replies to
+    /// `<session>/subagents/agent-*.jsonl` beside the session file
+    /// `<session>.jsonl`): its spend is the run's, but it does not say
+    /// whether the turn ended.
+    subagent: bool,
+}
+
+/// The regular `*.jsonl` files directly inside `dir` (symbolic links and
+/// subdirectories skipped), by name; a `dir` that is not there, or is not
+/// a directory, has none.
+fn jsonl_files(dir: &Path, room: usize) -> Result<Vec<std::ffi::OsString>, Code> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Ok(Vec::new()),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_code(&e)),
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_code(&e))? {
+        let entry = entry.map_err(|e| io_code(&e))?;
+        let name = entry.file_name();
+        let is_file = entry.file_type().map_err(|e| io_code(&e))?.is_file();
+        if is_file && name.as_bytes().ends_with(b".jsonl") {
+            names.push(name);
+            if names.len() > room {
+                return Err(Code::UsageTranscriptTooLarge);
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The length of `p` if it is (still) a regular file.
+fn regular_len(p: &Path) -> Result<Option<u64>, Code> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_file() => Ok(Some(m.len())),
+        // Gone or replaced since the listing: not a transcript file.
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_code(&e)),
+    }
+}
+
+/// Adds the subagent files of the session file `dir/name` (`name` ends
+/// with `.jsonl`): `dir/<stem>/subagents/*.jsonl`.
+fn subagent_files(dir: &Path, name: &[u8], out: &mut Vec<Listed>) -> Result<(), Code> {
+    let stem = &name[..name.len().saturating_sub(b".jsonl".len())];
+    if stem.is_empty() {
+        return Ok(());
+    }
+    let sub = dir
+        .join(std::ffi::OsStr::from_bytes(stem))
+        .join("subagents");
+    let room = FILES_MAX.saturating_sub(out.len());
+    for n in jsonl_files(&sub, room)? {
+        let p = sub.join(&n);
+        if let Some(len) = regular_len(&p)? {
+            let mut key = stem.to_vec();
+            key.extend_from_slice(b"/subagents/");
+            key.extend_from_slice(n.as_bytes());
+            out.push(Listed {
+                name: name_digest(&key),
+                path: p,
+                len,
+                subagent: true,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The transcript's files now, each session file followed by its
+/// subagents' files, in name order. A path that does not exist yet is an
+/// empty transcript (a harness may create its session file only when the
+/// first entry is written).
+fn listing(path: &Path) -> Result<Vec<Listed>, Code> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
@@ -106,36 +188,39 @@ fn listing(path: &Path) -> Result<Vec<(String, PathBuf, u64)>, Code> {
     let mut out = Vec::new();
     if meta.is_file() {
         let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
-        out.push((name_digest(name), path.to_path_buf(), meta.len()));
-    } else if meta.is_dir() {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(path).map_err(|e| io_code(&e))? {
-            let entry = entry.map_err(|e| io_code(&e))?;
-            let name = entry.file_name();
-            let is_file = entry.file_type().map_err(|e| io_code(&e))?.is_file();
-            if is_file && name.as_bytes().ends_with(b".jsonl") {
-                names.push(name);
-                if names.len() > FILES_MAX {
-                    return Err(Code::UsageTranscriptTooLarge);
-                }
-            }
+        out.push(Listed {
+            name: name_digest(name),
+            path: path.to_path_buf(),
+            len: meta.len(),
+            subagent: false,
+        });
+        if let (Some(dir), true) = (path.parent(), name.ends_with(b".jsonl")) {
+            subagent_files(dir, name, &mut out)?;
         }
-        names.sort();
-        for name in names {
+    } else if meta.is_dir() {
+        for name in jsonl_files(path, FILES_MAX)? {
             let p = path.join(&name);
-            let len = match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.is_file() => m.len(),
-                // Gone or replaced since the listing: not a transcript file.
-                Ok(_) => continue,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_code(&e)),
+            let Some(len) = regular_len(&p)? else {
+                continue;
             };
-            out.push((name_digest(name.as_bytes()), p, len));
+            out.push(Listed {
+                name: name_digest(name.as_bytes()),
+                path: p,
+                len,
+                subagent: false,
+            });
+            subagent_files(path, name.as_bytes(), &mut out)?;
+            if out.len() > FILES_MAX {
+                return Err(Code::UsageTranscriptTooLarge);
+            }
         }
     } else {
         return Err(Code::UsageSourceFailed);
     }
-    let total = out.iter().try_fold(0u64, |a, (_, _, l)| a.checked_add(*l));
+    if out.len() > FILES_MAX {
+        return Err(Code::UsageTranscriptTooLarge);
+    }
+    let total = out.iter().try_fold(0u64, |a, f| a.checked_add(f.len));
     if total.is_none_or(|t| t > TRANSCRIPT_MAX) {
         return Err(Code::UsageTranscriptTooLarge);
     }
@@ -182,7 +267,7 @@ fn hash_prefix(r: &mut impl Read, limit: u64) -> Result<(String, u64), Code> {
 pub fn baseline(path: &Path) -> Result<Baseline, Code> {
     let mut files = Vec::new();
     let mut total = 0u64;
-    for (name, p, _) in listing(path)? {
+    for Listed { name, path: p, .. } in listing(path)? {
         let mut f = open(&p)?;
         let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total)?;
         total += bytes;
@@ -198,20 +283,38 @@ pub fn baseline(path: &Path) -> Result<Baseline, Code> {
     Ok(Baseline { files })
 }
 
-/// What the turn appended to each file since `base`, in name order (files
-/// that gained nothing are left out). A baselined file that is gone, shorter
-/// or changed within its baselined bytes is `usage-transcript-rewritten`; a
-/// part that does not end with a newline is `usage-turn-incomplete`.
-pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Vec<u8>>, Code> {
+/// What a turn appended to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The appended bytes, whole lines.
+    pub bytes: Vec<u8>,
+    /// A subagent's file (see [`Listed`]).
+    pub subagent: bool,
+    /// The file was not there at the baseline (read from its start).
+    pub fresh: bool,
+}
+
+/// What the turn appended to each file since `base`, in listing order
+/// (files that gained nothing are left out). A baselined file that is gone,
+/// shorter or changed within its baselined bytes is
+/// `usage-transcript-rewritten`; a part that does not end with a newline is
+/// `usage-turn-incomplete`.
+pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Part>, Code> {
     let now = listing(path)?;
     for m in &base.files {
-        if !now.iter().any(|(n, _, _)| *n == m.name) {
+        if !now.iter().any(|f| f.name == m.name) {
             return Err(Code::UsageTranscriptRewritten);
         }
     }
     let mut parts = Vec::new();
     let mut read = 0u64;
-    for (name, p, _) in now {
+    for Listed {
+        name,
+        path: p,
+        subagent,
+        ..
+    } in now
+    {
         let mark = base.files.iter().find(|m| m.name == name);
         let mut f = open(&p)?;
         if let Some(m) = mark {
@@ -236,9 +339,59 @@ pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Vec<u8>>, Code> {
         if part.last() != Some(&b'\n') {
             return Err(Code::UsageTurnIncomplete);
         }
-        parts.push(part);
+        parts.push(Part {
+            bytes: part,
+            subagent,
+            fresh: mark.is_none(),
+        });
     }
     Ok(parts)
+}
+
+/// Hands each whole line of the transcript's history (every baselined
+/// file's baselined bytes) to `f`, one at a time; a line longer than
+/// [`APPENDED_MAX`] is skipped. Used only when a file appeared during the
+/// turn, to know which replies it copied from before.
+pub fn history(path: &Path, base: &Baseline, f: &mut dyn FnMut(&[u8])) -> Result<(), Code> {
+    use std::io::BufRead;
+    for Listed { name, path: p, .. } in listing(path)? {
+        let Some(m) = base.files.iter().find(|m| m.name == name) else {
+            continue;
+        };
+        let file = open(&p)?;
+        let mut r = std::io::BufReader::with_capacity(64 * 1024, file.take(m.bytes));
+        let mut line = Vec::new();
+        let mut skipping = false;
+        loop {
+            let buf = match r.fill_buf() {
+                Ok([]) => break,
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_code(&e)),
+            };
+            let (chunk, end) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], true),
+                None => (buf, false),
+            };
+            if !skipping {
+                line.extend_from_slice(chunk);
+                if line.len() as u64 > APPENDED_MAX {
+                    line.clear();
+                    skipping = true;
+                }
+            }
+            let used = chunk.len() + usize::from(end);
+            r.consume(used);
+            if end {
+                if !skipping {
+                    f(&line);
+                }
+                line.clear();
+                skipping = false;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -255,6 +408,10 @@ mod tests {
         f.write_all(s.as_bytes()).unwrap();
     }
 
+    fn bytes(parts: Vec<Part>) -> Vec<Vec<u8>> {
+        parts.into_iter().map(|p| p.bytes).collect()
+    }
+
     #[test]
     fn a_file_baselines_and_gives_what_was_appended() {
         let d = tempfile::tempdir().unwrap();
@@ -265,7 +422,10 @@ mod tests {
             "a missing file is an empty transcript"
         );
         append(&p, "{\"a\":1}\n");
-        assert_eq!(appended(&p, &empty).unwrap(), vec![b"{\"a\":1}\n".to_vec()]);
+        assert_eq!(
+            bytes(appended(&p, &empty).unwrap()),
+            vec![b"{\"a\":1}\n".to_vec()]
+        );
         let b = baseline(&p).unwrap();
         assert_eq!(b.files.len(), 1);
         assert_eq!(b.files[0].bytes, 8);
@@ -278,7 +438,10 @@ mod tests {
         );
         assert!(appended(&p, &b).unwrap().is_empty());
         append(&p, "{\"b\":2}\n");
-        assert_eq!(appended(&p, &b).unwrap(), vec![b"{\"b\":2}\n".to_vec()]);
+        assert_eq!(
+            bytes(appended(&p, &b).unwrap()),
+            vec![b"{\"b\":2}\n".to_vec()]
+        );
         append(&p, "{\"c\":");
         assert_eq!(appended(&p, &b), Err(Code::UsageTurnIncomplete));
     }
@@ -313,7 +476,7 @@ mod tests {
         append(&d.path().join("b.jsonl"), "3\n");
         append(&d.path().join("notes.txt"), "more\n");
         assert_eq!(
-            appended(d.path(), &b).unwrap(),
+            bytes(appended(d.path(), &b).unwrap()),
             vec![b"2\n".to_vec(), b"3\n".to_vec()]
         );
         std::fs::remove_file(d.path().join("a.jsonl")).unwrap();
@@ -334,5 +497,59 @@ mod tests {
             Baseline::from_json(&json!({"files": [{"name": "x", "bytes": 1, "sha256": "y"}]})),
             None
         );
+    }
+
+    #[test]
+    fn a_session_s_subagent_files_are_part_of_it() {
+        let d = tempfile::tempdir().unwrap();
+        let main = d.path().join("s1.jsonl");
+        append(&main, "m0\n");
+        let sub = d.path().join("s1").join("subagents");
+        std::fs::create_dir_all(&sub).unwrap();
+        append(&sub.join("agent-a.jsonl"), "a0\n");
+        append(&sub.join("agent-a.meta.json"), "{}");
+        // Another session's subagents are not this file's.
+        let other = d.path().join("s2").join("subagents");
+        std::fs::create_dir_all(&other).unwrap();
+        append(&other.join("agent-b.jsonl"), "b0\n");
+        let b = baseline(&main).unwrap();
+        assert_eq!(b.files.len(), 2);
+        assert_eq!(b.files[1].name, name_digest(b"s1/subagents/agent-a.jsonl"));
+        append(&main, "m1\n");
+        append(&sub.join("agent-a.jsonl"), "a1\n");
+        append(&sub.join("agent-c.jsonl"), "c0\n");
+        append(&other.join("agent-b.jsonl"), "b1\n");
+        let got = appended(&main, &b).unwrap();
+        let want = [
+            (&b"m1\n"[..], false, false),
+            (&b"a1\n"[..], true, false),
+            (&b"c0\n"[..], true, true),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (p, (bytes, subagent, fresh)) in got.iter().zip(want) {
+            assert_eq!(
+                (&p.bytes[..], p.subagent, p.fresh),
+                (bytes, subagent, fresh)
+            );
+        }
+        // The directory form: each session file with its subagents.
+        let b = baseline(d.path()).unwrap();
+        assert_eq!(b.files.len(), 3, "s2 has no session file here");
+        // A subagent file rewritten is a rewrite.
+        std::fs::write(sub.join("agent-a.jsonl"), "zz\n").unwrap();
+        assert_eq!(appended(d.path(), &b), Err(Code::UsageTranscriptRewritten));
+    }
+
+    #[test]
+    fn history_gives_the_baselined_lines_only() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.jsonl");
+        append(&p, "one\ntwo\nthr");
+        let b = baseline(d.path()).unwrap();
+        append(&p, "ee\nfour\n");
+        append(&d.path().join("b.jsonl"), "new\n");
+        let mut lines = Vec::new();
+        history(d.path(), &b, &mut |l| lines.push(l.to_vec())).unwrap();
+        assert_eq!(lines, vec![b"one".to_vec(), b"two".to_vec()]);
     }
 }
