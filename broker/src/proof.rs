@@ -186,12 +186,7 @@ impl ProofGate {
             return Err(Code::ProofStartTime);
         }
         // Only a proven shim learns whether the business is configured.
-        let tester_on = self
-            .config
-            .businesses
-            .get(business)
-            .ok_or(Code::UnknownBusiness)?
-            .tester_on();
+        let tester_on = self.config.business(business)?.tester_on();
         match kind {
             ShimKind::Human => Ok(Caller::Human {
                 business: business.to_string(),

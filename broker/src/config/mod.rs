@@ -86,6 +86,11 @@ pub(crate) fn abs_path(s: &str) -> Result<PathBuf, Code> {
 }
 
 impl BootConfig {
+    /// The business `id` names, else `unknown-business`.
+    pub fn business(&self, id: &str) -> Result<&Business, Code> {
+        self.businesses.get(id).ok_or(Code::UnknownBusiness)
+    }
+
     /// Validates a boot config (the `config` object of the boot message).
     pub fn from_json(v: serde_json::Value) -> Result<BootConfig, Code> {
         let raw: RawConfig = serde_json::from_value(v).map_err(|_| Code::InvalidConfig)?;

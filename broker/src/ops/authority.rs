@@ -126,10 +126,7 @@ pub fn authorize(
 ) -> Result<Value, Code> {
     let (business_id, role, run) = role_of(core, cap)?;
     let config = core.config.clone();
-    let business = config
-        .businesses
-        .get(&business_id)
-        .ok_or(Code::UnknownBusiness)?;
+    let business = config.business(&business_id)?;
     let r = core.store.write(|t| {
         let out =
             crate::authorize::authorize_in_tx(t, business, &role, &run, action, target, decision)?;

@@ -22,11 +22,7 @@ impl CredentialStatus {
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
         let CredentialStatus { business, role } = self;
-        let b = core
-            .config
-            .businesses
-            .get(&business)
-            .ok_or(Code::UnknownBusiness)?;
+        let b = core.config.business(&business)?;
         let known = if role == crate::credentials::SYNC {
             b.sync.is_some()
         } else {

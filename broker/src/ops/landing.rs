@@ -176,10 +176,7 @@ fn check_land(core: &mut Core, cap: &str, mut args: Map<String, Value>) -> Resul
             return Err(Code::InvalidRequest);
         }
         let config = core.config.clone();
-        let biz = config
-            .businesses
-            .get(&business_id)
-            .ok_or(Code::UnknownBusiness)?;
+        let biz = config.business(&business_id)?;
         let (thread, held) = holds(core, &business_id, &role, &run)?;
         let conn = core.store.conn();
         if !held {
@@ -283,10 +280,7 @@ fn record_land(core: &mut Core, ticket: &str, mut land: Map<String, Value>) -> R
             return Err(Code::InvalidRequest);
         }
         let config = core.config.clone();
-        let biz = config
-            .businesses
-            .get(&tk.business)
-            .ok_or(Code::UnknownBusiness)?;
+        let biz = config.business(&tk.business)?;
         let tk = &tk;
         core.store.write(|t| {
             let c = check(
@@ -427,10 +421,7 @@ fn land_held(
     thread: Option<&str>,
 ) -> Result<Value, Code> {
     let config = core.config.clone();
-    let biz = config
-        .businesses
-        .get(business_id)
-        .ok_or(Code::UnknownBusiness)?;
+    let biz = config.business(business_id)?;
     if !biz.roles.contains_key(role) {
         return Err(Code::UnknownRole);
     }

@@ -51,11 +51,7 @@ impl BindLaunch {
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
         let BindLaunch { record, start_seen } = self;
-        let business = core
-            .config
-            .businesses
-            .get(&record.business)
-            .ok_or(Code::UnknownBusiness)?;
+        let business = core.config.business(&record.business)?;
         if !business.roles.contains_key(&record.role) {
             return Err(Code::UnknownRole);
         }

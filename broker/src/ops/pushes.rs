@@ -48,10 +48,7 @@ fn check_push_authority(
     task_ref: &str,
 ) -> Result<(), Code> {
     let config = core.config.clone();
-    let biz = config
-        .businesses
-        .get(business)
-        .ok_or(Code::UnknownBusiness)?;
+    let biz = config.business(business)?;
     core.store
         .write(|t| crate::authorize::consume_in_tx(t, biz, role, run, PUSH, Some(task_ref), None))
         .map(|_| ())
@@ -94,22 +91,50 @@ impl CheckPush {
     }
 }
 
-/// The task a nested object names, as far as it names one: the subject a
-/// refusal of it is recorded on.
-fn task_ref_of(m: &Map<String, Value>) -> Option<String> {
-    match m.get("task_ref") {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
+/// An op's nested object (`recordPush`'s `push`, `reviewFetch`'s `args`),
+/// parsed with the op. Its refusal is recorded on the capability's run like
+/// any other, so it is kept and answered on the writer side once the
+/// capability is resolved, on the trail of the task the object names.
+struct Nested<T> {
+    /// The task the object names, as far as it names one: the subject a
+    /// refusal of it is recorded on.
+    task_ref: Option<String>,
+    parsed: Result<T, Code>,
+}
+
+impl<T> Nested<T> {
+    fn new(
+        m: Map<String, Value>,
+        parse: impl FnOnce(Map<String, Value>) -> Result<T, Code>,
+    ) -> Self {
+        let task_ref = match m.get("task_ref") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        Nested {
+            task_ref,
+            parsed: parse(m),
+        }
+    }
+
+    /// The refusal the object earned at parse, if any.
+    fn refusal(&self) -> Option<Code> {
+        self.parsed.as_ref().err().copied()
     }
 }
 
-/// `recordPush {cap, push}`. The push object's own refusals are recorded on
-/// the capability's run like any other (so the parse of `push` is kept
-/// and answered on the writer side, once the capability is resolved).
+/// `{cap, KEY: {…}}`: the capability and the nested object, nothing else.
+fn cap_and_object(mut f: Fields, key: &str) -> Result<(String, Map<String, Value>), Code> {
+    let cap = f.str("cap")?;
+    let object = f.object(key)?;
+    f.finish()?;
+    Ok((cap, object))
+}
+
+/// `recordPush {cap, push}`.
 pub struct RecordPush {
     pub cap: String,
-    task_ref: Option<String>,
-    push: Result<Push, Code>,
+    push: Nested<Push>,
 }
 
 /// `{task_ref, project, branch, ref, commit, previous}`.
@@ -147,10 +172,8 @@ impl Push {
 }
 
 impl RecordPush {
-    pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let push = f.object("push")?;
-        f.finish()?;
+    pub fn parse(f: Fields) -> Result<Self, Code> {
+        let (cap, push) = cap_and_object(f, "push")?;
         Ok(RecordPush::new(cap, push))
     }
 
@@ -158,18 +181,17 @@ impl RecordPush {
     pub fn new(cap: String, push: Map<String, Value>) -> RecordPush {
         RecordPush {
             cap,
-            task_ref: task_ref_of(&push),
-            push: Push::parse(push),
+            push: Nested::new(push, Push::parse),
         }
     }
 
     /// The refusal the `push` object earned at parse, if any.
     pub fn nested_refusal(&self) -> Option<Code> {
-        self.push.as_ref().err().copied()
+        self.push.refusal()
     }
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
-        record_push(core, &self.cap, self.task_ref.as_deref(), self.push)
+        record_push(core, &self.cap, self.push)
     }
 }
 
@@ -189,15 +211,12 @@ fn parse_fetch(m: Map<String, Value>) -> Result<(String, String), Code> {
 /// refusal of `args` is recorded on the capability's run.
 pub struct ReviewFetch {
     pub cap: String,
-    task_ref: Option<String>,
-    args: Result<(String, String), Code>,
+    args: Nested<(String, String)>,
 }
 
 impl ReviewFetch {
-    pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let args = f.object("args")?;
-        f.finish()?;
+    pub fn parse(f: Fields) -> Result<Self, Code> {
+        let (cap, args) = cap_and_object(f, "args")?;
         Ok(ReviewFetch::new(cap, args))
     }
 
@@ -205,18 +224,17 @@ impl ReviewFetch {
     pub fn new(cap: String, args: Map<String, Value>) -> ReviewFetch {
         ReviewFetch {
             cap,
-            task_ref: task_ref_of(&args),
-            args: parse_fetch(args),
+            args: Nested::new(args, parse_fetch),
         }
     }
 
     /// The refusal the `args` object earned at parse, if any.
     pub fn nested_refusal(&self) -> Option<Code> {
-        self.args.as_ref().err().copied()
+        self.args.refusal()
     }
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
-        review_fetch(core, &self.cap, self.task_ref.as_deref(), self.args)
+        review_fetch(core, &self.cap, self.args)
     }
 }
 
@@ -224,18 +242,13 @@ impl ReviewFetch {
 /// → `{event, at}`: the push record (`action.allowed` for `git.push.working`,
 /// subject = the task, `{action, class, target, project, branch, ref,
 /// commit, previous}`). `previous` is null for a branch's first push.
-fn record_push(
-    core: &mut Core,
-    cap: &str,
-    task_ref: Option<&str>,
-    push: Result<Push, Code>,
-) -> Result<Value, Code> {
+fn record_push(core: &mut Core, cap: &str, push: Nested<Push>) -> Result<Value, Code> {
     recorded(
         core,
         cap,
         "recordPush",
         PUSH,
-        task_ref,
+        push.task_ref.as_deref(),
         |core, business, role, run| {
             let Push {
                 task_ref,
@@ -244,12 +257,9 @@ fn record_push(
                 git_ref,
                 commit,
                 previous,
-            } = push?;
+            } = push.parsed?;
             let config = core.config.clone();
-            let biz = config
-                .businesses
-                .get(business)
-                .ok_or(Code::UnknownBusiness)?;
+            let biz = config.business(business)?;
             if !biz.projects.contains_key(&project) {
                 return Err(Code::UnknownProject);
             }
@@ -293,20 +303,15 @@ fn record_push(
 /// `{project, commit, ref}`. The caller's run must hold its role
 /// (`not-holder`); the role must hold `review.verdict` authority and be the
 /// one the request was addressed to (`request-not-found` otherwise).
-fn review_fetch(
-    core: &mut Core,
-    cap: &str,
-    task_ref: Option<&str>,
-    args: Result<(String, String), Code>,
-) -> Result<Value, Code> {
+fn review_fetch(core: &mut Core, cap: &str, args: Nested<(String, String)>) -> Result<Value, Code> {
     recorded(
         core,
         cap,
         "reviewFetch",
         "review.verdict",
-        task_ref,
+        args.task_ref.as_deref(),
         |core, business, role, run| {
-            let (task_ref, request) = args?;
+            let (task_ref, request) = args.parsed?;
             let conn = core.store.conn();
             if !evidence::holds(conn, business, role, run)? {
                 return Err(Code::NotHolder);

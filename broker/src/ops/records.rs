@@ -274,13 +274,27 @@ pub fn record_event_as(
         )?;
         Ok(json!({"event": w.id, "at": w.at}))
     });
+    token_refusal_recorded(core, business, Some(role), Some(run), "recordEvent", r)
+}
+
+/// `r` as it is, except that a known token refused by the write is
+/// recorded as `action.refused {action: op}` against `role` and `run` (the
+/// host's record ops leave evidence of that refusal alone).
+fn token_refusal_recorded(
+    core: &mut Core,
+    business: &str,
+    role: Option<&str>,
+    run: Option<&str>,
+    op: &str,
+    r: Result<Value, Code>,
+) -> Result<Value, Code> {
     match r {
         Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
             core,
             business,
-            Some(role),
-            Some(run),
-            "recordEvent",
+            role,
+            run,
+            op,
             Code::KnownToken,
         )),
         other => other,
@@ -330,17 +344,7 @@ pub fn record_task(
             msgs::insert_task_snapshot(t, business, task_ref, read_at, fields.as_ref())?;
         Ok(json!({"task_ref": task_ref, "seq": seq, "at": at}))
     });
-    match r {
-        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
-            core,
-            business,
-            None,
-            None,
-            "recordTask",
-            Code::KnownToken,
-        )),
-        other => other,
-    }
+    token_refusal_recorded(core, business, None, None, "recordTask", r)
 }
 
 /// Longest comment body the sync may record, in bytes.
@@ -459,17 +463,7 @@ pub fn record_comments(
         crate::store::comments::insert_cursor(t, business, task, cursor)?;
         Ok(json!({"cursor": cursor, "events": events}))
     });
-    match r {
-        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
-            core,
-            business,
-            None,
-            None,
-            "recordComments",
-            Code::KnownToken,
-        )),
-        other => other,
-    }
+    token_refusal_recorded(core, business, None, None, "recordComments", r)
 }
 
 /// `commentCursor {business, task_ref}` → `{cursor, epoch}`: the task's

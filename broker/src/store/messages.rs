@@ -465,10 +465,22 @@ pub fn reply_chain_notice(
     business: &str,
     start: &str,
 ) -> Result<Option<SpecNotice>, Code> {
+    up_reply_chain(conn, business, start, |id| spec_notice(conn, business, id))
+}
+
+/// The first `Some` that `find` gives for a message of the `in_reply_to`
+/// chain from `start` (itself included), nearest first; `None` where the
+/// chain ends first. Every reply names an earlier message, so the walk ends.
+pub fn up_reply_chain<T>(
+    conn: &Connection,
+    business: &str,
+    start: &str,
+    mut find: impl FnMut(&str) -> Result<Option<T>, Code>,
+) -> Result<Option<T>, Code> {
     let mut at = Some(start.to_string());
     while let Some(id) = at {
-        if let Some(n) = spec_notice(conn, business, &id)? {
-            return Ok(Some(n));
+        if let Some(found) = find(&id)? {
+            return Ok(Some(found));
         }
         at = conn
             .prepare_cached("SELECT in_reply_to FROM messages WHERE id = ?1 AND business = ?2")

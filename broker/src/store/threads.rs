@@ -335,21 +335,10 @@ pub fn reply_chain_thread(
     business: &str,
     start: &str,
 ) -> Result<Option<Thread>, Code> {
-    let mut at = Some(start.to_string());
-    while let Some(id) = at {
-        if let Some(th) = of_message(conn, &id)? {
-            return thread(conn, business, &th);
-        }
-        at = conn
-            .prepare_cached("SELECT in_reply_to FROM messages WHERE id = ?1 AND business = ?2")
-            .and_then(|mut s| {
-                s.query_row(params![id, business], |r| r.get::<_, Option<String>>(0))
-                    .optional()
-            })
-            .map_err(sql)?
-            .flatten();
+    match super::messages::up_reply_chain(conn, business, start, |id| of_message(conn, id))? {
+        Some(th) => thread(conn, business, &th),
+        None => Ok(None),
     }
-    Ok(None)
 }
 
 /// Up to `limit` messages of `thread` to `instance` not yet delivered,

@@ -6,7 +6,7 @@
 //! raising role one DECISION message in the same transaction.
 
 use super::{role_session, Args, Verb};
-use crate::config::{BootConfig, Business};
+use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
@@ -92,10 +92,6 @@ pub fn parse_options(v: Option<Value>) -> Result<Vec<(String, String)>, Code> {
 
 fn is_key(options: &[(String, String)], v: &str) -> bool {
     options.iter().any(|(k, _)| k == v)
-}
-
-fn business_of<'c>(config: &'c BootConfig, id: &str) -> Result<&'c Business, Code> {
-    config.businesses.get(id).ok_or(Code::UnknownBusiness)
 }
 
 /// `decision.raise {action, question, options, recommendation, blocking,
@@ -251,7 +247,7 @@ impl Raise {
         };
         let (business_id, role, run) = role_session(caller)?;
         let config = core.config.clone();
-        let business = business_of(&config, business_id)?;
+        let business = config.business(business_id)?;
         self.checked_route(core, business, (role, run))?;
         let held = core
             .store
@@ -268,7 +264,7 @@ impl Raise {
     pub(crate) fn raise(&self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let (business_id, role, run) = role_session(caller)?;
         let config = core.config.clone();
-        let business = business_of(&config, business_id)?;
+        let business = config.business(business_id)?;
         let (class, routed_to) = self.checked_route(core, business, (role, run))?;
         core.store
             .write(|t| self.write(t, business_id, (role, run), class, &routed_to))
@@ -632,7 +628,7 @@ fn resolve(core: &mut Core, caller: &Caller, args: Resolve) -> Result<Value, Cod
     let who = closer(caller)?;
     let Resolve { id, choice, note } = args;
     let config = core.config.clone();
-    let business = business_of(&config, caller.business())?;
+    let business = config.business(caller.business())?;
     core.store.write(|t| {
         let d = load_open(t, &business.id, &id)?;
         check_resolver(t, &d, &who)?;
@@ -683,7 +679,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
     let who = closer(caller)?;
     let IdNote { id, note } = args;
     let config = core.config.clone();
-    let business = business_of(&config, caller.business())?;
+    let business = config.business(caller.business())?;
     core.store.write(|t| {
         let d = load_open(t, &business.id, &id)?;
         if let Closer::Role { role, run } = &who {
@@ -723,7 +719,7 @@ fn seen(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
     let who = closer(caller)?;
     let IdNote { id, note } = args;
     let config = core.config.clone();
-    let business = business_of(&config, caller.business())?;
+    let business = config.business(caller.business())?;
     core.store.write(|t| {
         let d = load_open(t, &business.id, &id)?;
         check_resolver(t, &d, &who)?;

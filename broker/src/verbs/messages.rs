@@ -134,10 +134,7 @@ impl Verb for Send {
 impl Send {
     fn send(mut self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
-        let biz = config
-            .businesses
-            .get(caller.business())
-            .ok_or(Code::UnknownBusiness)?;
+        let biz = config.business(caller.business())?;
         self.resolve_name(core, biz)?;
         let is_role = self.check(biz, caller)?;
         let id = ids::uuid();
@@ -704,10 +701,7 @@ impl Verb for StaffRequest {
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let (_, role, _) = super::role_session(caller)?;
         let config = core.config.clone();
-        let biz = config
-            .businesses
-            .get(caller.business())
-            .ok_or(Code::UnknownBusiness)?;
+        let biz = config.business(caller.business())?;
         if routing::definition_of(biz, role) != Some(PM_DEFINITION) {
             return Err(Code::StaffRequestRefused);
         }

@@ -32,10 +32,7 @@ impl Verb for NameSet {
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
-        let biz = config
-            .businesses
-            .get(caller.business())
-            .ok_or(Code::UnknownBusiness)?;
+        let biz = config.business(caller.business())?;
         // Who: the human's CLI, or a role whose file grants instance.name
         // within its role; no decision sets a name.
         let (role, run) = match caller {

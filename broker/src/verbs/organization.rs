@@ -31,13 +31,6 @@ fn org_file(core: &Core) -> Result<OrgFile, Code> {
     core.organization.clone().ok_or(Code::OrganizationOff)
 }
 
-fn business<'a>(core: &'a Core, caller: &Caller) -> Result<&'a Business, Code> {
-    core.config
-        .businesses
-        .get(caller.business())
-        .ok_or(Code::UnknownBusiness)
-}
-
 /// A `revision`: a safe non-negative integer.
 fn take_revision(args: &mut Args) -> Result<u64, Code> {
     args.take("revision")
@@ -89,7 +82,7 @@ struct Writer<'a> {
 fn writer<'a>(core: &Core, caller: &'a Caller) -> Result<Writer<'a>, Code> {
     match caller {
         Caller::Role { role, run, .. } => {
-            let b = business(core, caller)?;
+            let b = core.config.business(caller.business())?;
             let r = b.roles.get(role.as_str()).ok_or(Code::UnknownRole)?;
             if !r.within_role.iter().any(|a| a == ORGANIZATION_CHANGE) {
                 return Err(Code::NotAuthorized);
@@ -130,7 +123,7 @@ fn change(
         return Err(Code::OrganizationStale);
     }
     let mut next = current.clone();
-    let restart = edit(&mut next, business(core, caller)?)?;
+    let restart = edit(&mut next, core.config.business(caller.business())?)?;
     next.revision = revision + 1;
     next.check_shape()?;
     next.check_routes(&file.levels)?;
@@ -300,7 +293,7 @@ impl Verb for InstancesRead {
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         let org = org_file(core)?.read()?;
-        let b = business(core, caller)?;
+        let b = core.config.business(caller.business())?;
         let instances = org
             .instances
             .get(caller.business())

@@ -123,11 +123,7 @@ pub fn finish(
 
 /// A cited spec, as the raise hands it to the Git side.
 pub fn cite_job(core: &Core, business: &str, project: &str, commit: &str) -> Result<Job, Code> {
-    let b = core
-        .config
-        .businesses
-        .get(business)
-        .ok_or(Code::UnknownBusiness)?;
+    let b = core.config.business(business)?;
     let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
     Ok(Job {
         git: Git::new(core.config.git.as_deref()),
@@ -179,11 +175,7 @@ fn repo_of<'a>(
     business: &str,
     project: &str,
 ) -> Result<(&'a Business, std::path::PathBuf), Code> {
-    let b = core
-        .config
-        .businesses
-        .get(business)
-        .ok_or(Code::UnknownBusiness)?;
+    let b = core.config.business(business)?;
     let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
     Ok((b, repo))
 }
@@ -207,11 +199,7 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
     if !held {
         return Err(Code::NotHolder);
     }
-    let b = core
-        .config
-        .businesses
-        .get(business)
-        .ok_or(Code::UnknownBusiness)?;
+    let b = core.config.business(business)?;
     let repo = b
         .projects
         .get(&project)
@@ -252,10 +240,7 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
         return Err(Code::ProjectSpecHumanOnly);
     }
     let config = core.config.clone();
-    let b = config
-        .businesses
-        .get(business)
-        .ok_or(Code::UnknownBusiness)?;
+    let b = config.business(business)?;
     authorize::check(
         core.store.conn(),
         b,
@@ -374,10 +359,7 @@ pub fn review_notice_body(project: &str, commit: &str, base: &str) -> String {
 /// commit standing; the caller answers `outcome-unknown`.
 pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Result<(), Code> {
     let config = core.config.clone();
-    let b = config
-        .businesses
-        .get(caller.business())
-        .ok_or(Code::UnknownBusiness)?;
+    let b = config.business(caller.business())?;
     match receipt {
         Receipt::Record {
             project,

@@ -30,13 +30,6 @@ pub const STRANDED: usize = 50;
 /// Most messages an `inbox` lists.
 pub const INBOX_MESSAGES: i64 = 100;
 
-fn business<'a>(core: &'a Core, caller: &Caller) -> Result<&'a Business, Code> {
-    core.config
-        .businesses
-        .get(caller.business())
-        .ok_or(Code::UnknownBusiness)
-}
-
 /// A verb with no arguments.
 macro_rules! no_args {
     ($name:ident, $f:ident) => {
@@ -128,7 +121,7 @@ fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
 /// `agents`: each held role's latest claim row; human, reader and tester
 /// sessions also get `state`, `working`, `inputNeeded` and `stranded`.
 fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-    let biz = business(core, caller)?;
+    let biz = core.config.business(caller.business())?;
     let b = biz.id.as_str();
     let conn = core.store.conn();
     let full = !matches!(caller, Caller::Role { .. });
@@ -524,7 +517,7 @@ impl Verb for Tasks {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let biz = business(core, caller)?;
+        let biz = core.config.business(caller.business())?;
         let b = biz.id.as_str();
         let conn = core.store.conn();
         match self {

@@ -78,10 +78,7 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
         decision,
     } = args;
     let config = core.config.clone();
-    let biz = config
-        .businesses
-        .get(business_id)
-        .ok_or(Code::UnknownBusiness)?;
+    let biz = config.business(business_id)?;
     if !biz.roles.contains_key(&to) {
         return Err(Code::UnknownRole);
     }
@@ -207,10 +204,7 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
         decision,
     } = args;
     let config = core.config.clone();
-    let biz = config
-        .businesses
-        .get(business_id)
-        .ok_or(Code::UnknownBusiness)?;
+    let biz = config.business(business_id)?;
     let b = biz.id.as_str();
     core.store.write(|t| {
         crate::authorize::authorize_in_tx(

@@ -177,10 +177,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         reason,
     } = args;
     let config = core.config.clone();
-    let business = config
-        .businesses
-        .get(business_id)
-        .ok_or(Code::UnknownBusiness)?;
+    let business = config.business(business_id)?;
     if !business.roles.contains_key(&target) {
         return Err(Code::UnknownRole);
     }
