@@ -319,4 +319,28 @@ mod tests {
         ];
         assert_eq!(outcome_of(&ClaudeCode, &twice).unwrap().tokens.input, 7);
     }
+
+    #[test]
+    fn a_turn_closed_by_a_synthetic_reply_keeps_the_model_that_spent() {
+        let asks = line(
+            "m1",
+            usage(40, 9, 0, 0),
+            json!("tool_use"),
+            json!([{"type": "tool_use"}]),
+        );
+        let mut error: Value = serde_json::from_str(&line(
+            "e1",
+            usage(0, 0, 0, 0),
+            json!("stop_sequence"),
+            json!([{"type": "text"}]),
+        ))
+        .unwrap();
+        error["message"]["model"] = json!("<synthetic>");
+        let r = outcome_of(&ClaudeCode, &turn(&[asks, error.to_string()])).unwrap();
+        assert_eq!(r.tokens.input, 40);
+        assert_eq!(
+            (r.provider.as_deref(), r.model.as_deref()),
+            (Some("anthropic"), Some("claude-sonnet-4-5"))
+        );
+    }
 }

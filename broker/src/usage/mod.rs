@@ -95,8 +95,10 @@ pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
 /// all. The turn is complete when a session file (not a subagent's) gained
 /// a reply of its own and, in every such file, the last such reply ends
 /// the turn; else `usage-turn-incomplete`. Provider and model are those of
-/// the last file's closing reply (a turn that mixed models is recorded
-/// under the model that ended it).
+/// the turn's last reply that names a model, the session's own before a
+/// subagent's (a turn that mixed models is recorded under the last one; a
+/// reply the harness wrote itself, such as Claude Code's `<synthetic>` API
+/// error, names none and does not take the turn's model away).
 pub fn outcome_of(
     source: &dyn Source,
     parts: &[Part],
@@ -105,6 +107,10 @@ pub fn outcome_of(
     let mut replies: HashMap<String, Entry> = HashMap::new();
     // Per session file that gained a reply of its own: its last one.
     let mut closers: Vec<String> = Vec::new();
+    // The last reply that names a model: the session's own, else a
+    // subagent's.
+    let mut named: Option<String> = None;
+    let mut named_side: Option<String> = None;
     for part in parts {
         let mut closer: Option<String> = None;
         for line in part.bytes.split(|b| *b == b'\n') {
@@ -117,31 +123,37 @@ pub fn outcome_of(
             if charged.contains(&e.id) {
                 continue;
             }
-            if !part.subagent && !e.sidechain {
+            let own = !part.subagent && !e.sidechain;
+            if own {
                 closer = Some(e.id.clone());
+            }
+            if e.model.is_some() {
+                *(if own { &mut named } else { &mut named_side }) = Some(e.id.clone());
             }
             replies.insert(e.id.clone(), e);
         }
         closers.extend(closer);
     }
-    let mut closing: Option<&Entry> = None;
+    if closers.is_empty() {
+        return Err(Code::UsageTurnIncomplete);
+    }
     for id in &closers {
-        let e = replies.get(id).ok_or(Code::UsageTurnIncomplete)?;
-        if !e.last {
+        if !replies.get(id).is_some_and(|e| e.last) {
             return Err(Code::UsageTurnIncomplete);
         }
-        if e.model.is_some() || closing.is_none() {
-            closing = Some(e);
-        }
     }
-    let closing = closing.ok_or(Code::UsageTurnIncomplete)?;
+    let closing = named
+        .or(named_side)
+        .and_then(|id| replies.get(&id))
+        .map(|e| (e.provider.clone(), e.model.clone()));
+    let (provider, model) = closing.unwrap_or_default();
     let mut tokens = Tokens::default();
     for e in replies.values() {
         add(&mut tokens, &e.tokens)?;
     }
     Ok(Reading {
-        provider: closing.provider.clone(),
-        model: closing.model.clone(),
+        provider,
+        model,
         tokens,
     })
 }
