@@ -889,3 +889,77 @@ fn boot_launches_and_the_embedded_runtime_keep_the_thread_rules() {
     assert_eq!(rt.bind_launch(unknown), Err(Code::ThreadNotFound));
     rt.close();
 }
+
+/// A thread run (the assistant, holding its thread rather than the role)
+/// is the bound holder of its thread's messages: `usage.begin`/`usage.end`
+/// count its turn, the `usage` read answers it, and a message of another
+/// thread is not its delivery.
+#[test]
+fn a_thread_run_accounts_its_turns() {
+    let root = data_root();
+    let files = tempfile::tempdir().expect("tempdir");
+    let mut b = boot(root.path(), "Ada", false);
+    let h = ShimSession::human(&b);
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let thread = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Plans"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = h.ok(
+        "thread.create",
+        json!({"project": project, "name": "Budget"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let asked = h.ok("thread.send", json!({"thread": thread, "body": "Draft"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let elsewhere = h.ok("thread.send", json!({"thread": other, "body": "Later"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let session = files.path().join("pi.jsonl");
+    let p = sleeper();
+    let mut rec = thread_launch("helper", "h-1", p.id(), &thread);
+    rec["transcript"] = json!(session.to_str().unwrap());
+    let r = b.op(json!({"op": "bindLaunch", "record": rec}));
+    let cap = r["launch"]["cap"].as_str().expect("cap").to_string();
+    res(&b.call(&cap, "role.claim", Value::Null));
+    let got = res(&b.call(&cap, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), std::slice::from_ref(&asked));
+
+    let begun = res(&b.call(&cap, "usage.begin", json!({"turn": asked}))).clone();
+    assert_eq!(
+        begun["sources"],
+        json!([{"source": "pi", "baseline": true}])
+    );
+    let reply = json!({"type": "message", "id": "a1", "parentId": null,
+        "timestamp": "2026-12-01T10:00:00.000Z",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                    "api": "openai-responses", "provider": "openai", "model": "gpt-5",
+                    "usage": {"input": 11, "output": 7, "cacheRead": 5, "cacheWrite": 0,
+                              "totalTokens": 23}, "stopReason": "stop", "timestamp": 1}});
+    std::fs::write(&session, format!("{reply}\n")).unwrap();
+    let ended = res(&b.call(&cap, "usage.end", json!({"turn": asked}))).clone();
+    assert_eq!(
+        ended["outcomes"],
+        json!([{"source": "pi", "known": true, "provider": "openai", "model": "gpt-5",
+                "account": null, "input": 11, "output": 7, "cacheWrite": 0, "cacheRead": 5}])
+    );
+    assert_eq!(
+        err(&b.call(&cap, "usage.begin", json!({"turn": elsewhere}))),
+        "not-delivered"
+    );
+    let read = res(&b.call(&cap, "usage", Value::Null)).clone();
+    assert_eq!(
+        read["byInstance"],
+        json!([{"instance": "helper", "input": 11, "output": 7, "cacheWrite": 0,
+                "cacheRead": 5, "unknownTurns": 0}])
+    );
+    b.close();
+}
