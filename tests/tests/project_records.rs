@@ -2494,3 +2494,31 @@ fn a_symlinked_spec_or_git_directory_reads_as_the_editor_and_the_writer_see_it()
     );
     w.b.close();
 }
+
+#[test]
+fn a_private_index_lock_left_by_a_killed_write_does_not_stop_the_next() {
+    // A write killed inside `update-index` (the broker's deadline kills the
+    // whole process group with SIGKILL, which leaves Git no chance to clean
+    // up) leaves `.git/mosaic-index.lock` behind. Only the bus uses that
+    // index, under its own lock, so the next write goes ahead.
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    std::fs::write(repo.path().join(".git/mosaic-index.lock"), "stale").expect("stale lock");
+    std::fs::write(repo.path().join(".git/mosaic-index"), "stale").expect("stale index");
+    let w = world_of(repo.path(), None, &[], writers());
+    let r = res(&w.b.call(
+        &w.pm,
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}),
+    ))
+    .clone();
+    let c = r["commit"].as_str().expect("commit").to_string();
+    assert_eq!(show(&repo, "%P", &c), c1);
+    assert_eq!(
+        repo.git(&["ls-tree", "-r", "--name-only", &c], "x"),
+        "docs/plan.md\nspec/north-star.md"
+    );
+    assert!(!repo.path().join(".git/mosaic-index.lock").exists());
+    assert!(!repo.path().join(".git/mosaic-index").exists());
+    w.b.close();
+}

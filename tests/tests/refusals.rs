@@ -403,6 +403,24 @@ fn every_argument_of_every_verb_is_type_checked() {
                        "recommendation": "yes", "blocking": false});
     let cases: Vec<Case> = vec![
         (
+            "pm",
+            "spec.read",
+            json!({"project": "site"}),
+            vec![("project", 's', ir), ("commit", 's', ir)],
+        ),
+        (
+            "dev",
+            "record.write",
+            json!({"project": "site", "path": "docs/plan.md", "record": "# Plan"}),
+            vec![
+                ("project", 's', ir),
+                ("path", 's', ir),
+                ("decision", 's', ir),
+                // A docs record is a Markdown string: the data's own code.
+                ("record", 's', "invalid-record"),
+            ],
+        ),
+        (
             "dev",
             "role.revoke",
             json!({"role": "qa", "decision": NO_ID}),
@@ -850,6 +868,35 @@ fn the_human_and_the_tester_are_on_record_and_human_verbs_check_their_args() {
         ("assistant.stop", json!({"instance": 7})),
         ("launch.revoke", json!({"x": 1})),
         ("launch.restore", json!({"x": 1})),
+        ("project.files", json!({"project": 5})),
+        ("project.files", json!({})),
+        ("project.file", json!({"project": "site", "path": 7})),
+        (
+            "project.file",
+            json!({"project": ["site"], "path": "docs/plan.md"}),
+        ),
+        ("project.file", json!({"project": "site"})),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": C1, "content": 7}),
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": 1, "content": "x"}),
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": true, "base": C1, "content": "x"}),
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "content": "x"}),
+        ),
+        (
+            "project.file.save",
+            json!({"project": "site", "path": "docs/plan.md", "base": C1, "content": "x",
+                   "by": "Ada"}),
+        ),
     ];
     for (verb, args) in cases {
         let r = human.call(verb, args.clone());

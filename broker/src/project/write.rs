@@ -350,13 +350,22 @@ pub struct Write<'a> {
     pub base: Option<&'a str>,
 }
 
-/// Removes the private index when the write ends, however it ends.
+/// Removes the private index (and a lock Git left beside it) when the
+/// write ends, however it ends.
 struct IndexFile(PathBuf);
 
 impl Drop for IndexFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(index_lock(&self.0));
     }
+}
+
+/// Git's lock file for an index file: its name with `.lock` appended.
+fn index_lock(index: &Path) -> PathBuf {
+    let mut name = index.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
 }
 
 /// Writes one file as one commit on `HEAD`'s branch. In order: the lock
@@ -393,7 +402,11 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
         None => "100644".to_string(),
     };
     let index = IndexFile(repo.join(".git").join(INDEX_FILE));
+    // Only a bus write uses this index, and only under the project lock we
+    // hold: a leftover of a write killed mid-way (a SIGKILL at the deadline
+    // leaves Git's own `.lock` behind) is removed, never waited for.
     let _ = std::fs::remove_file(&index.0);
+    let _ = std::fs::remove_file(index_lock(&index.0));
     let in_index = Extra {
         index: Some(&index.0),
         ..Extra::default()
