@@ -2522,3 +2522,50 @@ fn a_private_index_lock_left_by_a_killed_write_does_not_stop_the_next() {
     assert!(!repo.path().join(".git/mosaic-index").exists());
     w.b.close();
 }
+
+#[test]
+fn an_outside_git_holding_its_locks_is_no_contention_for_the_index_and_busy_for_the_ref() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let w = world_of(repo.path(), None, &[], writers());
+    let write = |name: &str| {
+        w.b.call(
+            &w.pm,
+            "record.write",
+            json!({"project": "site", "path": format!("docs/{name}.md"), "record": "# Doc\n"}),
+        )
+    };
+    // Someone's `git commit` in the checkout holds the index lock: the bus
+    // never contends for it (its index is its own) and leaves it alone.
+    let index_lock = repo.path().join(".git/index.lock");
+    std::fs::write(&index_lock, "theirs").expect("index.lock");
+    let c = res(&write("a"))["commit"]
+        .as_str()
+        .expect("sha")
+        .to_string();
+    assert_eq!(show(&repo, "%P", &c), c1);
+    assert_eq!(
+        std::fs::read_to_string(&index_lock).expect("kept"),
+        "theirs"
+    );
+    std::fs::remove_file(&index_lock).expect("rm");
+    // The same commit about to move the branch holds the branch's ref lock:
+    // the bus's update-ref can't take it, a contention, so project-busy
+    // (nothing moved), and the next write once it is gone goes through.
+    let ref_lock = repo.path().join(".git/refs/heads/main.lock");
+    std::fs::write(&ref_lock, "theirs").expect("ref lock");
+    assert_eq!(err(&write("b")), "project-busy");
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), c);
+    std::fs::remove_file(&ref_lock).expect("rm");
+    let d = res(&write("b"))["commit"]
+        .as_str()
+        .expect("sha")
+        .to_string();
+    assert_eq!(show(&repo, "%P", &d), c);
+    let codes: Vec<Value> = refusals(w.root.path())
+        .iter()
+        .map(|r| r[4].clone())
+        .collect();
+    assert_eq!(codes, [json!("project-busy")]);
+    w.b.close();
+}

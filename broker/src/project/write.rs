@@ -361,6 +361,26 @@ impl Drop for IndexFile {
     }
 }
 
+/// True when another Git process holds a lock `update-ref HEAD` needs:
+/// `HEAD.lock`, the branch's `<ref>.lock` or `packed-refs.lock` in `.git`.
+fn ref_locked(git: &Git, repo: &Path) -> bool {
+    let dir = repo.join(".git");
+    let mut locks = vec![dir.join("HEAD.lock"), dir.join("packed-refs.lock")];
+    if let Ok(out) = git.run(repo, &["symbolic-ref", "-q", "HEAD"], None) {
+        let ok = out.ok();
+        let name = String::from_utf8(out.stdout).unwrap_or_default();
+        let name = name.trim_end();
+        let plain = name.starts_with("refs/heads/")
+            && name
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..");
+        if ok && plain {
+            locks.push(dir.join(format!("{name}.lock")));
+        }
+    }
+    locks.iter().any(|l| std::fs::symlink_metadata(l).is_ok())
+}
+
 /// Git's lock file for an index file: its name with `.lock` appended.
 fn index_lock(index: &Path) -> PathBuf {
     let mut name = index.as_os_str().to_owned();
@@ -451,9 +471,11 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
         None,
     )?;
     if !moved.ok() {
-        // Something outside the lock moved HEAD since it was read.
+        // Something outside the lock moved HEAD since it was read, or holds
+        // the ref's lock to move it now: a contention either way.
         return match head(git, repo) {
             Ok(now) if now != previous => Err(Code::ProjectBusy),
+            Ok(_) if ref_locked(git, repo) => Err(Code::ProjectBusy),
             _ => Err(Code::ProjectUnavailable),
         };
     }
