@@ -4,15 +4,13 @@
 //! The notices are stored by `store::messages::send_bus_notice`, the one
 //! writer of the bus's notices.
 
-use mosaic_bus::config::BootConfig;
-use mosaic_bus::core::{Caller, Core};
+mod common;
+
+use common::Inproc;
+use mosaic_bus::core::Caller;
 use mosaic_bus::error::Code;
 use mosaic_bus::store::messages::{send_bus_notice, spec_notice_lead};
-use mosaic_bus::store::root::BusDir;
-use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -37,17 +35,7 @@ fn business() -> Value {
     })
 }
 
-struct Env {
-    _dir: tempfile::TempDir,
-    bus: BusDir,
-    core: Core,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.bus.release();
-    }
-}
+type Env = Inproc;
 
 fn role(r: &str) -> Caller {
     Caller::Role {
@@ -65,44 +53,11 @@ fn human() -> Caller {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .expect("chmod");
-        let cfg = BootConfig::from_json(json!({
-            "dataRoot": dir.path().to_str().expect("utf-8"),
-            "businesses": {"acme": business()},
-        }))
-        .expect("config");
-        let bus = BusDir::acquire(dir.path()).expect("acquire");
-        let store = Store::open(&bus.db_path()).expect("store");
-        let core = Core::new(store, Arc::new(cfg));
-        let mut e = Env {
-            _dir: dir,
-            bus,
-            core,
-        };
+        let mut e = Inproc::boot(json!({"businesses": {"acme": business()}}));
         for r in ["pm", "cto", "dev", "cos"] {
             e.ok(&role(r), "role.claim", Value::Null);
         }
         e
-    }
-
-    fn call(&mut self, c: &Caller, verb: &str, args: Value) -> Result<Value, Code> {
-        let args = match args {
-            Value::Object(m) => Some(m),
-            _ => None,
-        };
-        dispatch(&mut self.core, c, verb, args)
-    }
-
-    fn ok(&mut self, c: &Caller, verb: &str, args: Value) -> Value {
-        match self.call(c, verb, args.clone()) {
-            Ok(v) => v,
-            Err(e) => panic!("{verb} {args}: {e}"),
-        }
     }
 
     fn id(&mut self, c: &Caller, verb: &str, args: Value) -> String {

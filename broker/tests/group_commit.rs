@@ -2,6 +2,8 @@
 //! batch, each in its own savepoint; a failing one leaves no trace and the
 //! others are committed; every answer comes after the batch is durable.
 
+mod common;
+
 use mosaic_bus::core::Core;
 use mosaic_bus::error::Code;
 use mosaic_bus::ops::launches::{identity, BindLaunch, EndLaunch};
@@ -11,7 +13,6 @@ use mosaic_bus::store::Store;
 use mosaic_bus::writer::Writer;
 use mosaic_bus::BootConfig;
 use serde_json::json;
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,8 +31,7 @@ fn core(dir: &std::path::Path) -> (Core, BusDir) {
 
 /// A new store in its own private directory, and a core on it.
 fn fresh() -> (tempfile::TempDir, Core, BusDir) {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let d = common::private_root();
     let (core, bus) = core(d.path());
     (d, core, bus)
 }

@@ -3,6 +3,8 @@
 //! process, its real socket for the verbs, the arbiter resolving the
 //! cross-role decision through the bus.
 
+mod common;
+
 use mosaic_bus::client::Client;
 use mosaic_bus::config::{BootConfig, LaunchRecord};
 use mosaic_bus::error::Code;
@@ -32,12 +34,7 @@ fn start_time() -> u64 {
 
 #[test]
 fn the_runtime_lands_and_refuses_through_its_methods() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod");
+    let dir = common::private_root();
     let cfg = BootConfig::from_json(json!({
         "dataRoot": dir.path().to_str().expect("utf-8"),
         "businesses": {"acme": {

@@ -3,17 +3,16 @@
 //! calling `verbs::dispatch` as the socket would after the proof gate.
 //! (Shim sessions can't reach a child broker's socket yet.)
 
-use mosaic_bus::config::BootConfig;
+mod common;
+
+use common::Inproc;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
 use mosaic_bus::ops::records;
 use mosaic_bus::store::evidence::{self, Actor};
-use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
 use mosaic_bus::tokens::KnownTokens;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
 
 fn biz(id: &str) -> Value {
     json!({
@@ -30,11 +29,7 @@ fn biz(id: &str) -> Value {
     })
 }
 
-struct Env {
-    _dir: tempfile::TempDir,
-    bus: BusDir,
-    core: Core,
-}
+type Env = Inproc;
 
 impl Env {
     fn new() -> Env {
@@ -44,40 +39,12 @@ impl Env {
         Env::build(biz("acme"), req)
     }
     fn build(acme: Value, req: Option<Value>) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .unwrap();
-        let cfg = BootConfig::from_json(json!({
-            "dataRoot": dir.path().to_str().unwrap(),
+        let mut e = Inproc::boot(json!({
             "businesses": {"acme": acme, "beta": biz("beta")},
             "readers": ["acme"],
-        }))
-        .unwrap();
-        let bus = BusDir::acquire(dir.path()).unwrap();
-        let store = Store::open(&bus.db_path()).unwrap();
-        let mut core = Core::new(store, Arc::new(cfg));
-        core.requirements = req;
-        Env {
-            _dir: dir,
-            bus,
-            core,
-        }
-    }
-    fn call(&mut self, c: &Caller, verb: &str, args: Value) -> Result<Value, Code> {
-        let args = match args {
-            Value::Object(m) => Some(m),
-            _ => None,
-        };
-        dispatch(&mut self.core, c, verb, args)
-    }
-    fn ok(&mut self, c: &Caller, verb: &str, args: Value) -> Value {
-        match self.call(c, verb, args.clone()) {
-            Ok(v) => v,
-            Err(e) => panic!("{verb} {args}: {e}"),
-        }
+        }));
+        e.core.requirements = req;
+        e
     }
     fn count(&self, sql: &str) -> i64 {
         self.core
@@ -170,12 +137,6 @@ impl Env {
             })
             .unwrap()
             .id
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.bus.release();
     }
 }
 

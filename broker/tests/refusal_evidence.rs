@@ -3,6 +3,8 @@
 //! store's write lock), refusals inside a group-commit batch, and an
 //! END_PROTECTED decision an arbiter resolved under an earlier config.
 
+mod common;
+
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
@@ -10,7 +12,6 @@ use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
 use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Map, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,13 +35,6 @@ fn core(dir: &std::path::Path, bus: &BusDir, aide_definition: &str) -> Core {
     }))
     .unwrap();
     Core::new(store, Arc::new(config))
-}
-
-fn fresh() -> (tempfile::TempDir, BusDir) {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let bus = BusDir::acquire(d.path()).unwrap();
-    (d, bus)
 }
 
 fn role(r: &str) -> Caller {
@@ -75,7 +69,7 @@ fn refusals(core: &Core) -> i64 {
 /// writes again, the same refusal gets its own code and its row.
 #[test]
 fn a_failed_evidence_write_answers_storage_unavailable() {
-    let (d, bus) = fresh();
+    let (d, bus) = common::private_bus();
     let mut core = core(d.path(), &bus, "helper");
     // Don't wait out the default five seconds for a lock that won't come.
     core.store.conn().busy_timeout(Duration::ZERO).unwrap();
@@ -114,7 +108,7 @@ fn a_failed_evidence_write_answers_storage_unavailable() {
 /// the bare batch transaction) too.
 #[test]
 fn refusals_inside_a_batch_keep_their_evidence_alone() {
-    let (d, bus) = fresh();
+    let (d, bus) = common::private_bus();
     let mut core = core(d.path(), &bus, "helper");
     call(&mut core, &role("pm"), "role.claim", Value::Null).unwrap();
     core.begin_batch().unwrap();
@@ -185,7 +179,7 @@ fn refusals_inside_a_batch_keep_their_evidence_alone() {
 /// check (and then finds no thread of the assistant held: `not-held`).
 #[test]
 fn an_arbiter_resolution_never_ends_an_assistant() {
-    let (d, bus) = fresh();
+    let (d, bus) = common::private_bus();
     let mut core = core(d.path(), &bus, "helper");
     for r in ["pm", "dev"] {
         call(&mut core, &role(r), "role.claim", Value::Null).unwrap();

@@ -2,25 +2,16 @@
 //! a proof a child broker's socket can't get here): a real `Core` on a real
 //! store, calling `verbs::dispatch` as the socket would after the proof gate.
 
-use mosaic_bus::config::BootConfig;
-use mosaic_bus::core::{Caller, Core};
+mod common;
+
+use common::Inproc;
+use mosaic_bus::core::Caller;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::root::BusDir;
-use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 #[test]
 fn review_verbs_refuse_the_human_the_tester_and_readers() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
-    let cfg = BootConfig::from_json(json!({
-        "dataRoot": dir.path().to_str().unwrap(),
+    let mut e = Inproc::boot(json!({
         "businesses": {"acme": {
             "id": "acme", "human": "Ada",
             "arbiters": {"technical": "cto", "delivery": "pm"},
@@ -31,11 +22,7 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
             "vars": {"bus.tester": true}
         }},
         "readers": ["acme"],
-    }))
-    .unwrap();
-    let bus = BusDir::acquire(dir.path()).unwrap();
-    let store = Store::open(&bus.db_path()).unwrap();
-    let mut core = Core::new(store, Arc::new(cfg));
+    }));
     let business = || "acme".to_string();
     let callers = [
         (
@@ -69,9 +56,8 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
     ];
     for (caller, code) in &callers {
         for (verb, args) in &calls {
-            let args = args.as_object().cloned();
             assert_eq!(
-                dispatch(&mut core, caller, verb, args),
+                e.call(caller, verb, args.clone()),
                 Err(*code),
                 "{verb} as {caller:?}"
             );
@@ -80,7 +66,8 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
     // No review was written. The human's and the tester's refusals are on
     // the task's trail (3i refusal evidence; this test asserted no events
     // at all before); the reader's left none.
-    let rows: Vec<(String, String, String)> = core
+    let rows: Vec<(String, String, String)> = e
+        .core
         .store
         .conn()
         .prepare("SELECT kind, run, subject FROM events ORDER BY seq")
@@ -105,5 +92,4 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
             refused("tester-cli"),
         ]
     );
-    bus.release();
 }

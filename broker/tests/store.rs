@@ -2,17 +2,16 @@
 //! enforced by the database itself, and the insert-scoped timestamp check
 //! refusing exactly what the spec's full scan would flag.
 
+mod common;
+
 use mosaic_bus::error::Code;
-use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::{full_timestamp_scan, schema, Store};
 use rusqlite::{params, Connection};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn fresh() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let bus = BusDir::acquire(d.path()).unwrap();
+    let (d, bus) = common::private_bus();
     let db = bus.db_path();
     {
         let mut s = Store::open(&db).unwrap();

@@ -2,6 +2,8 @@
 //! lookups, the database's own guards, and the `usage` read's sums over
 //! rows written through `append_usage_record`.
 
+mod common;
+
 use mosaic_bus::error::Code;
 use mosaic_bus::policy::usage::{aggregate, Reading, Tokens};
 use mosaic_bus::store::root::BusDir;
@@ -12,14 +14,11 @@ use mosaic_bus::store::usage::{
 use mosaic_bus::store::Store;
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 /// A new store holding messages `m1`..`m4` (the turns a run can answer).
 fn fresh() -> (tempfile::TempDir, BusDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let bus = BusDir::acquire(d.path()).unwrap();
+    let (d, bus) = common::private_bus();
     let db = bus.db_path();
     let mut s = Store::open(&db).unwrap();
     s.write(|t| {
