@@ -58,6 +58,21 @@ fn broker_store(root: &Path) {
     bus.release_lock();
 }
 
+/// Every row `sql` selects, its columns debug-printed and joined by ` | `.
+fn dump(c: &Connection, sql: &str) -> Vec<String> {
+    let mut s = c.prepare(sql).expect("prepare");
+    let n = s.column_count();
+    let mut q = s.query([]).expect("query");
+    let mut rows = Vec::new();
+    while let Some(r) = q.next().expect("row") {
+        let v: Vec<String> = (0..n)
+            .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
+            .collect();
+        rows.push(v.join(" | "));
+    }
+    rows
+}
+
 fn db(root: &Path) -> Connection {
     Connection::open(root.join("bus/bus.sqlite")).expect("open")
 }
@@ -68,17 +83,11 @@ fn contents(root: &Path) -> (String, Vec<String>) {
     let c = db(root);
     let mut rows = Vec::new();
     for t in schema::EVIDENCE_TABLES.iter().chain(&["meta"]) {
-        let mut s = c
-            .prepare(&format!("SELECT * FROM {t} ORDER BY rowid"))
-            .expect("prepare");
-        let n = s.column_count();
-        let mut q = s.query([]).expect("query");
-        while let Some(r) = q.next().expect("row") {
-            let cols: Vec<String> = (0..n)
-                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
-                .collect();
-            rows.push(format!("{t}: {}", cols.join(" | ")));
-        }
+        rows.extend(
+            dump(&c, &format!("SELECT * FROM {t} ORDER BY rowid"))
+                .into_iter()
+                .map(|row| format!("{t}: {row}")),
+        );
     }
     (master_digest(&c).expect("digest"), rows)
 }
@@ -104,6 +113,16 @@ struct Run {
     stderr: String,
 }
 
+impl Run {
+    /// Each stdout line as JSON.
+    fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect()
+    }
+}
+
 fn cli(args: &[&str]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_mosaic-migrate"))
         .args(args)
@@ -114,6 +133,14 @@ fn cli(args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// This build's broker refuses to open the store at `root`
+/// (`schema-version`); the lock it took is given back.
+fn this_broker_refuses(root: &Path) {
+    let bus = BusDir::acquire(root).expect("lock");
+    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
+    bus.release_lock();
 }
 
 fn refused(r: &Run, code: &str) {
@@ -294,17 +321,11 @@ fn rows_3b(root: &Path) -> Vec<String> {
         ("decisions", "*"),
         ("deliveries", "*"),
     ] {
-        let mut s = c
-            .prepare(&format!("SELECT {cols} FROM {t} ORDER BY rowid"))
-            .expect("prepare");
-        let n = s.column_count();
-        let mut q = s.query([]).expect("query");
-        while let Some(r) = q.next().expect("row") {
-            let v: Vec<String> = (0..n)
-                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
-                .collect();
-            out.push(format!("{t}: {}", v.join(" | ")));
-        }
+        out.extend(
+            dump(&c, &format!("SELECT {cols} FROM {t} ORDER BY rowid"))
+                .into_iter()
+                .map(|row| format!("{t}: {row}")),
+        );
     }
     out
 }
@@ -315,17 +336,11 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
     store_3b(root.path());
     let before = rows_3b(root.path());
     // The broker refuses the old store until it is migrated.
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let lines: Vec<Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines = r.json_lines();
     assert_eq!(
         lines,
         [
@@ -507,17 +522,11 @@ fn rows_3d(root: &Path) -> Vec<String> {
             "messages" => MESSAGE_COLUMNS_3F,
             _ => "*",
         };
-        let mut s = c
-            .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
-            .expect("prepare");
-        let n = s.column_count();
-        let mut q = s.query([]).expect("query");
-        while let Some(r) = q.next().expect("row") {
-            let v: Vec<String> = (0..n)
-                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
-                .collect();
-            out.push(format!("{t}: {}", v.join(" | ")));
-        }
+        out.extend(
+            dump(&c, &format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
+                .into_iter()
+                .map(|row| format!("{t}: {row}")),
+        );
     }
     out
 }
@@ -539,18 +548,12 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
     store_3d(root.path());
     let before = rows_3d(root.path());
     // The current broker refuses the 3d store.
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
     assert_eq!(rows_3d(root.path()), before, "the refusal changed nothing");
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let lines: Vec<Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines = r.json_lines();
     // The undelivered messages it kept, per business and recipient role,
     // before the step's line and the ready line.
     assert_eq!(
@@ -712,17 +715,11 @@ fn rows_3e(root: &Path) -> Vec<String> {
             "messages" => MESSAGE_COLUMNS_3F,
             _ => "*",
         };
-        let mut s = c
-            .prepare(&format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
-            .expect("prepare");
-        let n = s.column_count();
-        let mut q = s.query([]).expect("query");
-        while let Some(r) = q.next().expect("row") {
-            let v: Vec<String> = (0..n)
-                .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
-                .collect();
-            out.push(format!("{t}: {}", v.join(" | ")));
-        }
+        out.extend(
+            dump(&c, &format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
+                .into_iter()
+                .map(|row| format!("{t}: {row}")),
+        );
     }
     out
 }
@@ -733,18 +730,12 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
     store_3e(root.path());
     let before = rows_3e(root.path());
     // The 3f broker refuses the 3e store, and the refusal changes nothing.
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before);
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let lines: Vec<Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines = r.json_lines();
     assert_eq!(
         lines,
         [
@@ -868,9 +859,7 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
     let root = data_root();
     store_populated(root.path(), "3f");
     let before = rows_3e(root.path());
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before);
     // The 3f store refuses a staff request's class.
     let staff = "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
@@ -882,11 +871,7 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let lines: Vec<Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines = r.json_lines();
     assert_eq!(
         lines,
         [
@@ -952,18 +937,7 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
 /// The rows of `usage_records` (every column, `seq` first) and the table's
 /// `sqlite_sequence` counter.
 fn usage_rows(c: &Connection) -> (Vec<String>, Option<i64>) {
-    let mut s = c
-        .prepare("SELECT * FROM usage_records ORDER BY seq")
-        .expect("prepare");
-    let n = s.column_count();
-    let mut q = s.query([]).expect("query");
-    let mut rows = Vec::new();
-    while let Some(r) = q.next().expect("row") {
-        let v: Vec<String> = (0..n)
-            .map(|i| format!("{:?}", r.get_ref(i).expect("col")))
-            .collect();
-        rows.push(v.join(" | "));
-    }
+    let rows = dump(c, "SELECT * FROM usage_records ORDER BY seq");
     let counter = c
         .query_row(
             "SELECT max(seq) FROM sqlite_sequence WHERE name = 'usage_records'",
@@ -1026,18 +1000,12 @@ fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
         )
         .expect("3g evidence");
     let before = rows_3e(root.path());
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before, "the refusal changed nothing");
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let lines: Vec<Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines = r.json_lines();
     assert_eq!(
         lines,
         [
@@ -1073,9 +1041,7 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
     let usage_before = usage_rows(&db(root.path()));
     assert_eq!(usage_before.0.len(), 4);
     assert_eq!(usage_before.1, Some(40));
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -1420,9 +1386,7 @@ fn steps_run_in_order_each_proving_its_target_and_keeping_every_row() {
         .expect_err("meta is guarded again");
     assert!(err.to_string().contains("append-only"), "{err}");
     // This build's broker does not run the newer store.
-    let bus = BusDir::acquire(root.path()).expect("lock");
-    assert_eq!(Store::open(&bus.db_path()).err(), Some(Code::SchemaVersion));
-    bus.release_lock();
+    this_broker_refuses(root.path());
     // Rerunning at the newest version is a checked no-op.
     let again =
         migrate(root.path(), &syn.pins(), &steps_with(add_two), &mut |_| {}).expect("no-op");
