@@ -1116,3 +1116,95 @@ fn the_human_and_the_tester_are_refused_the_runner_verbs_and_no_read_shows_the_a
     let usage = res(&e.b.call(&reader, "usage", Value::Null)).clone();
     assert_eq!(usage["byAccount"][0]["account"], json!(account), "{usage}");
 }
+
+/// A turn the user or the runner stopped: Claude Code writes the refused
+/// tool's result and then a user line `[Request interrupted by user for
+/// tool use]` (or `[Request interrupted by user]` mid-reply). The turn has
+/// ended, so what its replies spent is known; without the marker a reply
+/// asking for a tool still leaves the turn unfinished.
+#[test]
+fn an_interrupted_claude_code_turn_counts_what_it_spent() {
+    let mut e = Env::new();
+    let t = e.path("s.jsonl");
+    let dev = e.run("dev", "run-dev", "claude-code", Some(&t), None);
+    let interrupt = |text: &str| {
+        json!({"parentUuid": "p", "isSidechain": false, "type": "user", "sessionId": "s",
+               "message": {"role": "user", "content": [{"type": "text", "text": text}]}})
+    };
+    let t1 = e.turn("dev", &dev);
+    e.begin(&dev, &t1);
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc_line(
+                "s",
+                "msg_i1",
+                [9, 8, 7, 6],
+                json!("tool_use"),
+                "tool_use",
+                false,
+            ),
+            json!({"type": "user", "isSidechain": false, "sessionId": "s",
+                   "message": {"role": "user", "content": [{"type": "tool_result",
+                     "content": "The user doesn't want to proceed with this tool use.",
+                     "is_error": true, "tool_use_id": "toolu_1"}]}}),
+            interrupt("[Request interrupted by user for tool use]"),
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &t1),
+        known(
+            &t1,
+            "claude-code",
+            json!(null),
+            "claude-opus-4-5",
+            "anthropic",
+            [json!(9), json!(8), json!(7), json!(6)]
+        )
+    );
+    // Interrupted mid-reply.
+    let t2 = e.turn("dev", &dev);
+    e.begin(&dev, &t2);
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc_line("s", "msg_i2", [1, 2, 0, 0], json!(null), "tool_use", false),
+            interrupt("[Request interrupted by user]"),
+        ],
+    );
+    assert_eq!(e.end(&dev, &t2)["outcomes"][0]["known"], json!(true));
+    // A subagent's interruption does not end the session's turn.
+    let t3 = e.turn("dev", &dev);
+    e.begin(&dev, &t3);
+    let mut side = interrupt("[Request interrupted by user]");
+    side["isSidechain"] = json!(true);
+    append(
+        &t,
+        &[
+            cc_user(),
+            cc_line(
+                "s",
+                "msg_i3",
+                [1, 1, 0, 0],
+                json!("tool_use"),
+                "tool_use",
+                false,
+            ),
+            side,
+        ],
+    );
+    assert_eq!(
+        e.end(&dev, &t3),
+        unknown(&t3, "claude-code", "usage-turn-incomplete")
+    );
+    // Stopped before any reply: nothing known.
+    let t4 = e.turn("dev", &dev);
+    e.begin(&dev, &t4);
+    append(&t, &[cc_user(), interrupt("[Request interrupted by user]")]);
+    assert_eq!(
+        e.end(&dev, &t4),
+        unknown(&t4, "claude-code", "usage-turn-incomplete")
+    );
+}

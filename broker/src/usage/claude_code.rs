@@ -6,7 +6,7 @@
 //! block), so the id is what counts once. Every other line type (user
 //! input, tool results, summaries, system lines) carries no usage.
 
-use super::{bounded_name, Entry, Source, Tokens};
+use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
 use serde_json::Value;
 
@@ -23,11 +23,14 @@ impl Source for ClaudeCode {
         "claude-code"
     }
 
-    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code> {
+    fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
         let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
         let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
-        if obj.get("type").and_then(Value::as_str) != Some("assistant") {
-            return Ok(None);
+        let sidechain = obj.get("isSidechain").and_then(Value::as_bool) == Some(true);
+        match obj.get("type").and_then(Value::as_str) {
+            Some("assistant") => {}
+            Some("user") if interrupted(obj) => return Ok(Some(Line::Interrupted { sidechain })),
+            _ => return Ok(None),
         }
         let msg = obj
             .get("message")
@@ -58,7 +61,7 @@ impl Source for ClaudeCode {
             });
         let model = msg.get("model").and_then(Value::as_str);
         let synthetic = model == Some(SYNTHETIC);
-        Ok(Some(Entry {
+        Ok(Some(Line::Reply(Entry {
             id: id.to_string(),
             tokens,
             provider: (!synthetic).then(|| PROVIDER.to_string()),
@@ -67,8 +70,27 @@ impl Source for ClaudeCode {
             // known, so a null one ends the turn unless the reply asks for
             // a tool.
             last: stop != Some("tool_use") && !asks_tool,
-            sidechain: obj.get("isSidechain").and_then(Value::as_bool) == Some(true),
-        }))
+            sidechain,
+        })))
+    }
+}
+
+/// The text Claude Code writes as a user line when a turn is stopped:
+/// `[Request interrupted by user]`, or `… for tool use]` when a tool was
+/// running.
+const INTERRUPTED: &str = "[Request interrupted by user";
+
+/// A user line that is Claude Code's stop marker: its content (a string,
+/// or a text block of it) starts with [`INTERRUPTED`].
+fn interrupted(obj: &serde_json::Map<String, Value>) -> bool {
+    let starts = |t: Option<&str>| t.is_some_and(|t| t.starts_with(INTERRUPTED));
+    match obj.get("message").and_then(|m| m.get("content")) {
+        Some(Value::String(t)) => starts(Some(t)),
+        Some(Value::Array(blocks)) => blocks.iter().any(|b| {
+            b.get("type").and_then(Value::as_str) == Some("text")
+                && starts(b.get("text").and_then(Value::as_str))
+        }),
+        _ => false,
     }
 }
 
@@ -342,5 +364,31 @@ mod tests {
             (r.provider.as_deref(), r.model.as_deref()),
             (Some("anthropic"), Some("claude-sonnet-4-5"))
         );
+    }
+
+    #[test]
+    fn the_stop_marker_in_either_content_form_ends_the_turn() {
+        let asks = line(
+            "m1",
+            usage(2, 2, 0, 0),
+            json!("tool_use"),
+            json!([{"type": "tool_use"}]),
+        );
+        for content in [
+            json!("[Request interrupted by user]"),
+            json!([{"type": "text", "text": "[Request interrupted by user for tool use]"}]),
+        ] {
+            let marker = json!({"type": "user", "message": {"role": "user", "content": content}});
+            let t = turn(&[asks.clone(), marker.to_string()]);
+            assert_eq!(outcome_of(&ClaudeCode, &t).unwrap().tokens.input, 2);
+        }
+        // Other user text, or the marker before the reply, ends nothing.
+        let said = json!({"type": "user", "message": {"content": "please interrupt"}});
+        let t = turn(&[asks.clone(), said.to_string()]);
+        assert_eq!(outcome_of(&ClaudeCode, &t), Err(Code::UsageTurnIncomplete));
+        let early =
+            json!({"type": "user", "message": {"content": "[Request interrupted by user]"}});
+        let t = turn(&[early.to_string(), asks]);
+        assert_eq!(outcome_of(&ClaudeCode, &t), Err(Code::UsageTurnIncomplete));
     }
 }

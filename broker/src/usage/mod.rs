@@ -54,6 +54,18 @@ pub struct Entry {
     pub sidechain: bool,
 }
 
+/// What one transcript line is to a source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A model reply.
+    Reply(Entry),
+    /// The harness wrote that the turn was stopped (Claude Code's
+    /// `[Request interrupted by user…]`): the turn ended there, even after
+    /// a reply that asked for a tool. `sidechain`: a subagent's, which
+    /// ends nothing of the session's.
+    Interrupted { sidechain: bool },
+}
+
 /// A turn's known outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
@@ -67,9 +79,9 @@ pub trait Source: Sync {
     /// The harness (and source) name.
     fn name(&self) -> &'static str;
     /// Parses one whole line (without its newline). `Ok(None)`: a line
-    /// that is not a model reply; `Err`: a line the source can't read
-    /// (`usage-parse-failed`).
-    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code>;
+    /// that is neither a model reply nor a stop marker; `Err`: a line the
+    /// source can't read (`usage-parse-failed`).
+    fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code>;
 }
 
 static SOURCES: &[&dyn Source] = &[&claude_code::ClaudeCode, &pi::Pi];
@@ -94,7 +106,8 @@ pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
 /// a resumed or forked session copies its history into a new file) not at
 /// all. The turn is complete when a session file (not a subagent's) gained
 /// a reply of its own and, in every such file, the last such reply ends
-/// the turn; else `usage-turn-incomplete`. Provider and model are those of
+/// the turn or the harness wrote after it that the turn was stopped; else
+/// `usage-turn-incomplete`. Provider and model are those of
 /// the turn's last reply that names a model, the session's own before a
 /// subagent's (a turn that mixed models is recorded under the last one; a
 /// reply the harness wrote itself, such as Claude Code's `<synthetic>` API
@@ -105,27 +118,35 @@ pub fn outcome_of(
     charged: &HashSet<String>,
 ) -> Result<Reading, Code> {
     let mut replies: HashMap<String, Entry> = HashMap::new();
-    // Per session file that gained a reply of its own: its last one.
-    let mut closers: Vec<String> = Vec::new();
+    // Per session file that gained a reply of its own: its last one, and
+    // whether the turn was stopped after it.
+    let mut closers: Vec<(String, bool)> = Vec::new();
     // The last reply that names a model: the session's own, else a
     // subagent's.
     let mut named: Option<String> = None;
     let mut named_side: Option<String> = None;
     for part in parts {
-        let mut closer: Option<String> = None;
+        let mut closer: Option<(String, bool)> = None;
         for line in part.bytes.split(|b| *b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let Some(e) = source.entry(line)? else {
-                continue;
+            let e = match source.entry(line)? {
+                Some(Line::Reply(e)) => e,
+                Some(Line::Interrupted { sidechain }) => {
+                    if let (Some(c), false) = (closer.as_mut(), part.subagent || sidechain) {
+                        c.1 = true;
+                    }
+                    continue;
+                }
+                None => continue,
             };
             if charged.contains(&e.id) {
                 continue;
             }
             let own = !part.subagent && !e.sidechain;
             if own {
-                closer = Some(e.id.clone());
+                closer = Some((e.id.clone(), false));
             }
             if e.model.is_some() {
                 *(if own { &mut named } else { &mut named_side }) = Some(e.id.clone());
@@ -137,8 +158,8 @@ pub fn outcome_of(
     if closers.is_empty() {
         return Err(Code::UsageTurnIncomplete);
     }
-    for id in &closers {
-        if !replies.get(id).is_some_and(|e| e.last) {
+    for (id, stopped) in &closers {
+        if !stopped && !replies.get(id).is_some_and(|e| e.last) {
             return Err(Code::UsageTurnIncomplete);
         }
     }
@@ -171,7 +192,7 @@ fn already_charged(
     let mut ids = HashSet::new();
     for part in parts {
         for line in part.bytes.split(|b| *b == b'\n') {
-            if let Ok(Some(e)) = source.entry(line) {
+            if let Ok(Some(Line::Reply(e))) = source.entry(line) {
                 ids.insert(e.id);
             }
         }
@@ -181,7 +202,7 @@ fn already_charged(
         return Ok(charged);
     }
     transcript::history(path, baseline, &mut |line| {
-        if let Ok(Some(e)) = source.entry(line) {
+        if let Ok(Some(Line::Reply(e))) = source.entry(line) {
             if ids.contains(&e.id) {
                 charged.insert(e.id);
             }

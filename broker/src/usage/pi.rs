@@ -7,7 +7,7 @@
 //! `length`, `error`, `aborted`) ends it.
 
 use super::claude_code::count;
-use super::{bounded_name, Entry, Source, Tokens};
+use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ impl Source for Pi {
         "pi"
     }
 
-    fn entry(&self, line: &[u8]) -> Result<Option<Entry>, Code> {
+    fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
         let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
         let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
         if obj.get("type").and_then(Value::as_str) != Some("message") {
@@ -50,14 +50,14 @@ impl Source for Pi {
             .get("stopReason")
             .and_then(Value::as_str)
             .ok_or(Code::UsageParseFailed)?;
-        Ok(Some(Entry {
+        Ok(Some(Line::Reply(Entry {
             id: id.to_string(),
             tokens,
             provider: bounded_name(msg.get("provider").and_then(Value::as_str)),
             model: bounded_name(msg.get("model").and_then(Value::as_str)),
             last: stop != "toolUse",
             sidechain: false,
-        }))
+        })))
     }
 }
 
