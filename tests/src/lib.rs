@@ -294,6 +294,26 @@ impl Broker {
         r["launch"]["cap"].as_str().expect("cap").to_string()
     }
 
+    /// Binds run `{role}-1` of each of `roles` to a fresh [`Sleeper`];
+    /// their capabilities by role, and the sleepers (kept alive by the
+    /// caller for as long as the runs should live).
+    pub fn bind_each(
+        &mut self,
+        roles: &[&'static str],
+    ) -> (
+        std::collections::HashMap<&'static str, String>,
+        Vec<Sleeper>,
+    ) {
+        let mut caps = std::collections::HashMap::new();
+        let mut procs = Vec::new();
+        for &r in roles {
+            let p = sleeper();
+            caps.insert(r, self.bind(r, &format!("{r}-1"), p.id()));
+            procs.push(p);
+        }
+        (caps, procs)
+    }
+
     /// A client-socket call with a capability; returns the whole reply.
     pub fn call(&self, cap: &str, verb: &str, args: Value) -> Value {
         let mut req = json!({"cap": cap, "verb": verb});

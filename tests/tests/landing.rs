@@ -56,13 +56,7 @@ fn env() -> Env {
     let root = data_root();
     let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business()));
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
-    let mut caps = HashMap::new();
-    let mut procs = Vec::new();
-    for r in ROLES {
-        let p = sleeper();
-        caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
-        procs.push(p);
-    }
+    let (caps, procs) = b.bind_each(&ROLES);
     let human = ShimSession::human(&b);
     let e = Env {
         root,

@@ -59,13 +59,7 @@ fn env() -> Env {
                         "readers": ["acme"]});
     let (mut b, reply) = Broker::spawn(root.path(), config);
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
-    let mut caps = HashMap::new();
-    let mut procs = Vec::new();
-    for r in ROLES {
-        let p = sleeper();
-        caps.insert(r, b.bind(r, &format!("{r}-1"), p.id()));
-        procs.push(p);
-    }
+    let (caps, procs) = b.bind_each(&ROLES);
     let reader = b.reader_cap();
     let e = Env {
         root,

@@ -54,6 +54,20 @@ fn boot(root: &Path, human: &str, second_assistant: bool) -> Broker {
     b
 }
 
+/// The human's project `Site` and its threads `Plans` and `Budget`, made
+/// in that order; the threads' ids.
+fn plans_and_budget(h: &ShimSession) -> (String, String) {
+    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
+    let mk = |name: &str| {
+        h.ok("thread.create", json!({"project": project, "name": name}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let plans = mk("Plans");
+    (plans, mk("Budget"))
+}
+
 fn thread_launch(role: &str, run: &str, pid: u32, thread: &str) -> Value {
     let mut l = launch(role, run, pid);
     l["thread"] = json!(thread);
@@ -309,21 +323,7 @@ fn thread_runs_claim_their_thread_receive_only_it_and_idle_out() {
     let root = data_root();
     let mut b = boot(root.path(), "Ada", false);
     let h = ShimSession::human(&b);
-    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
-    let thread = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Plans"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let other = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Budget"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (thread, other) = plans_and_budget(&h);
     let asked = h.ok(
         "thread.send",
         json!({"thread": thread, "body": "Draft the plan"}),
@@ -559,14 +559,7 @@ fn ending_the_assistant_revokes_its_held_threads() {
     let root = data_root();
     let mut b = boot_for_ends(root.path());
     let h = ShimSession::human(&b);
-    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
-    let mk = |name: &str| {
-        h.ok("thread.create", json!({"project": project, "name": name}))["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let (t1, t2) = (mk("Plans"), mk("Budget"));
+    let (t1, t2) = plans_and_budget(&h);
     let procs: Vec<_> = (0..8).map(|_| sleeper()).collect();
     let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
     let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
@@ -706,14 +699,7 @@ fn a_thread_runs_decisions_bind_to_its_thread() {
     let root = data_root();
     let mut b = boot_for_ends(root.path());
     let h = ShimSession::human(&b);
-    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
-    let mk = |name: &str| {
-        h.ok("thread.create", json!({"project": project, "name": name}))["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let (t1, t2) = (mk("Plans"), mk("Budget"));
+    let (t1, t2) = plans_and_budget(&h);
     let procs: Vec<_> = (0..3).map(|_| sleeper()).collect();
     let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
     let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
@@ -791,21 +777,7 @@ fn boot_launches_and_the_embedded_runtime_keep_the_thread_rules() {
     let root = data_root();
     let b = boot(root.path(), "Ada", false);
     let h = ShimSession::human(&b);
-    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
-    let thread = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Plans"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let second = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Budget"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (thread, second) = plans_and_budget(&h);
     h.ok("thread.send", json!({"thread": thread, "body": "Hello"}));
     b.close();
 
@@ -900,21 +872,7 @@ fn a_thread_run_accounts_its_turns() {
     let files = tempfile::tempdir().expect("tempdir");
     let mut b = boot(root.path(), "Ada", false);
     let h = ShimSession::human(&b);
-    let project = h.ok("project.create", json!({"name": "Site"}))["id"].clone();
-    let thread = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Plans"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let other = h.ok(
-        "thread.create",
-        json!({"project": project, "name": "Budget"}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (thread, other) = plans_and_budget(&h);
     let asked = h.ok("thread.send", json!({"thread": thread, "body": "Draft"}))["id"]
         .as_str()
         .unwrap()
