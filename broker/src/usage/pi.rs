@@ -4,7 +4,8 @@
 //! "provider","model","usage":{"input","output","cacheRead","cacheWrite",
 //! ...},"stopReason"}}`, written once when the reply is complete. A reply
 //! whose `stopReason` is `toolUse` continues the turn; any other (`stop`,
-//! `length`, `error`, `aborted`) ends it.
+//! `length`, `error`, `aborted`) ends it. A reply is known by its entry
+//! `id` and `timestamp` together.
 
 use super::claude_code::count;
 use super::{bounded_name, Entry, Line, Source, Tokens};
@@ -36,6 +37,13 @@ impl Source for Pi {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty() && s.len() <= 256)
             .ok_or(Code::UsageParseFailed)?;
+        // The entry id is short (8 hex digits) and unique within its
+        // session file only; with the entry's timestamp it names one reply
+        // across files, and a copy (a fork) keeps both.
+        let id = match obj.get("timestamp").and_then(Value::as_str) {
+            Some(ts) if ts.len() <= 64 => format!("{id} {ts}"),
+            _ => id.to_string(),
+        };
         let usage = msg
             .get("usage")
             .and_then(Value::as_object)
@@ -51,7 +59,7 @@ impl Source for Pi {
             .and_then(Value::as_str)
             .ok_or(Code::UsageParseFailed)?;
         Ok(Some(Line::Reply(Entry {
-            id: id.to_string(),
+            id,
             tokens,
             provider: bounded_name(msg.get("provider").and_then(Value::as_str)),
             model: bounded_name(msg.get("model").and_then(Value::as_str)),
@@ -152,5 +160,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_entry_is_its_id_at_its_timestamp() {
+        // pi's entry ids are 8 hex digits, unique within a session file
+        // only: two sessions' replies may share one, a copy keeps both.
+        let a = reply("ab12cd34", "m", 1, 1, 0, 0, "toolUse");
+        let mut b: Value =
+            serde_json::from_str(&reply("ab12cd34", "m", 2, 2, 0, 0, "stop")).unwrap();
+        b["timestamp"] = json!("2026-01-01T00:00:09Z");
+        let r = outcome_of(&Pi, &turn(&[a.clone(), b.to_string()])).unwrap();
+        assert_eq!(r.tokens.input, 3);
+        let Ok(Some(Line::Reply(e))) = Pi.entry(a.as_bytes()) else {
+            panic!("a reply")
+        };
+        let charged: HashSet<String> = [e.id].into();
+        let r = super::super::outcome_of(&Pi, &turn(&[a, b.to_string()]), &charged).unwrap();
+        assert_eq!(r.tokens.input, 2);
     }
 }
