@@ -189,11 +189,25 @@ fn credential(raw: RawCredential) -> Result<Credential, Code> {
     })
 }
 
+/// True for a `business.human` Git records as given when the bus commits
+/// the human's spec save (3i L265: only an author name equal to
+/// `business.human` confirms a spec): not blank, no control character, no
+/// `<` or `>` (Git drops them from a name), and neither end one of the
+/// characters Git trims from a name's ends (white space, `,` `:` `;` `"`
+/// `\` `'`). A name Git would change could never confirm a spec.
+pub fn git_keeps_name(name: &str) -> bool {
+    let trimmed = |c: char| c.is_whitespace() || matches!(c, ',' | ':' | ';' | '"' | '\\' | '\'');
+    !name.is_empty()
+        && !name.chars().any(|c| c.is_control() || c == '<' || c == '>')
+        && !name.starts_with(trimmed)
+        && !name.ends_with(trimmed)
+}
+
 impl Business {
     /// Validates one business; `key` is its key in the `businesses` map.
     pub fn from_json(key: &str, v: serde_json::Value) -> Result<Business, Code> {
         let raw: RawBusiness = serde_json::from_value(v).map_err(bad)?;
-        if raw.id != key || !is_id(&raw.id) || raw.human.trim().is_empty() {
+        if raw.id != key || !is_id(&raw.id) || !git_keeps_name(&raw.human) {
             return Err(Code::InvalidBusiness);
         }
         if raw.roles.is_empty() {
@@ -372,6 +386,32 @@ mod tests {
             ),
             ("human empty", |b| set(b, "human", json!(" ")), false),
             ("human missing", |b| remove(b, "human"), false),
+            // A name Git would change as a commit's author.
+            ("human padded", |b| set(b, "human", json!(" Ada")), false),
+            ("human trailing", |b| set(b, "human", json!("Ada ")), false),
+            (
+                "human angle",
+                |b| set(b, "human", json!("Ada <a@b>")),
+                false,
+            ),
+            ("human quoted", |b| set(b, "human", json!("\"Ada\"")), false),
+            ("human newline", |b| set(b, "human", json!("Ada\nB")), false),
+            ("human semicolon", |b| set(b, "human", json!("Ada;")), false),
+            (
+                "human full name",
+                |b| set(b, "human", json!("Jason S.")),
+                true,
+            ),
+            (
+                "human apostrophe",
+                |b| set(b, "human", json!("Dee O'Brien")),
+                true,
+            ),
+            (
+                "human accents",
+                |b| set(b, "human", json!("Émile Zoë")),
+                true,
+            ),
             ("roles empty", |b| set(b, "roles", json!({})), false),
             (
                 "instance key not an id",
