@@ -2361,53 +2361,6 @@ fn definition_less_pm_and_cto_get_the_notice_and_may_block_and_a_busy_save_tells
 }
 
 #[test]
-fn a_spec_save_whose_notices_cannot_be_stored_answers_outcome_unknown_and_stands() {
-    let repo = Repo::new();
-    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
-    let gate = tempfile::tempdir().expect("tempdir");
-    let (wrapper, started, release) = gated_git(gate.path());
-    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
-    let human = ShimSession::human(&w.b);
-    let saving = {
-        let c1 = c1.clone();
-        std::thread::spawn(move || {
-            human.call(
-                "project.file.save",
-                json!({"project": "site", "path": "spec/north-star.md", "base": c1,
-                       "content": "# North star\nv2\n"}),
-            )
-        })
-    };
-    wait_for(&started);
-    // While Git works, another connection takes the store's write lock and
-    // keeps it until the save has answered: its receipt and notices can't
-    // be stored (the broker waits out its busy timeout).
-    let blocker = rusqlite::Connection::open(w.root.path().join("bus").join("bus.sqlite"))
-        .expect("open the store");
-    blocker
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("take the write lock");
-    std::fs::write(&release, "").expect("release");
-    let r = saving.join().expect("saver");
-    blocker.execute_batch("ROLLBACK").expect("let go");
-    drop(blocker);
-    assert_eq!(err(&r), "outcome-unknown");
-    // The commit stands, the human's; nothing of its receipt was stored.
-    let head = repo.git(&["rev-parse", "HEAD"], "x");
-    assert_ne!(head, c1);
-    assert_eq!(show(&repo, "%an %P", &head), format!("Ada {c1}"));
-    assert!(events(w.root.path(), "project.file.saved").is_empty());
-    assert!(bus_messages(w.root.path()).is_empty());
-    // The broker serves on, and reads the saved spec as the human's.
-    let spec = res(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))).clone();
-    assert_eq!(
-        (&spec["commit"], &spec["confirmed"]),
-        (&json!(head), &json!(true))
-    );
-    w.b.close();
-}
-
-#[test]
 fn a_symlinked_spec_or_git_directory_reads_as_the_editor_and_the_writer_see_it() {
     // The human's latest spec commit makes the spec a symlink to a docs
     // file: not a plain file, for a read and a citation as for the editor.
