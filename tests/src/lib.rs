@@ -584,7 +584,7 @@ pub fn wait_file(p: &Path) -> String {
         if let Ok(s) = std::fs::read_to_string(p) {
             return s;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
     panic!("{} never appeared", p.display());
 }

@@ -338,16 +338,13 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
     let trap = tempfile::tempdir().expect("tempdir");
     let marker = trap.path().join("ran");
     let script = trap.path().join("evil.sh");
-    std::fs::write(
+    executable(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\nexit 0\n",
             marker.display()
         ),
-    )
-    .expect("script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    );
     let evil = script.to_str().expect("utf-8");
     // Every program slot a read could reach, in the repository's config...
     let config = repo.path().join(".git/config");
@@ -431,24 +428,7 @@ fn a_spec_read_held_in_git_does_not_delay_an_unrelated_send() {
     repo.commit("spec/north-star.md", "v1\n", "Ada");
     // A `git` that waits for the test's word before it runs the real one.
     let gate = tempfile::tempdir().expect("tempdir");
-    let started = gate.path().join("started");
-    let release = gate.path().join("release");
-    let wrapper = gate.path().join("git");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\n: > {started}\nn=0\nwhile [ ! -e {release} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\nexec {git} \"$@\"\n",
-            started = started.display(),
-            release = release.display(),
-            git = real_git().display(),
-        ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    let (wrapper, started, release) = gated_git(gate.path());
     let w = world(repo.path(), Some(&wrapper), &[]);
     let socket = w.b.socket.clone();
     let pm = w.pm.clone();
@@ -868,27 +848,28 @@ fn a_cited_role_revoke_goes_to_the_arbiter_whose_approval_the_revoke_then_uses()
     w.b.close();
 }
 
+/// Writes `text` to `path` as a program (mode 0755).
+fn executable(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write the program");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+}
+
 /// A `git` that touches `started` and waits for `release` before it runs
 /// the real one.
 fn gated_git(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let started = dir.join("started");
     let release = dir.join("release");
     let wrapper = dir.join("git");
-    std::fs::write(
+    executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\n: > {started}\nn=0\nwhile [ ! -e {release} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\nexec {git} \"$@\"\n",
             started = started.display(),
             release = release.display(),
             git = real_git().display(),
         ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    );
     (wrapper, started, release)
 }
 
@@ -1656,16 +1637,13 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
     let trap = tempfile::tempdir().expect("tempdir");
     let marker = trap.path().join("ran");
     let script = trap.path().join("evil.sh");
-    std::fs::write(
+    executable(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\ncat\n",
             marker.display()
         ),
-    )
-    .expect("script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    );
     let evil = script.to_str().expect("utf-8");
     let config = repo.path().join(".git/config");
     let mut text = std::fs::read_to_string(&config).expect("config");
@@ -1932,20 +1910,14 @@ fn a_head_moved_outside_the_lock_during_a_write_gets_project_busy_and_loses_noth
     let dir = tempfile::tempdir().expect("tempdir");
     let wrapper = dir.path().join("git");
     let mark = dir.path().join("moved");
-    std::fs::write(
+    executable(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \" $* \" in *\" update-ref \"*)\n  if [ ! -e {mark} ]; then : > {mark}; {git} update-ref HEAD {outside}; fi;;\nesac\nexec {git} \"$@\"\n",
             mark = mark.display(),
             git = real_git().display(),
         ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    );
     let w = world_of(repo.path(), Some(&wrapper), &[], writers());
     let args = json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"});
     assert_eq!(
