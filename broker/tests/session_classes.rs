@@ -114,7 +114,14 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             Human => None,
             _ => Some(Code::HumanRequired),
         },
-        "trail" | "inbox" | "tasks" | "agents" | "names" => None,
+        "trail" | "inbox" | "tasks" | "agents" => None,
+        // Human and agent sessions (3i L78); not among a reader's views
+        // (L215) nor the tester's (L218).
+        "names" => match c {
+            Reader => Some(Code::ReadOnly),
+            Tester => Some(Code::TesterRefused),
+            _ => None,
+        },
         "state" | "usage" => match c {
             Tester => Some(Code::TesterRefused),
             _ => None,

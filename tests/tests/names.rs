@@ -125,7 +125,7 @@ fn names_resolve_before_every_check_and_keys_win_over_names() {
         "name.set",
         json!({"instance": "pm", "name": "builder"}),
     ));
-    let names = res(&b.call(&b.reader_cap(), "names", Value::Null)).clone();
+    let names = res(&b.call(&dev, "names", Value::Null)).clone();
     let pairs: Vec<(String, String)> = names
         .as_array()
         .expect("list")

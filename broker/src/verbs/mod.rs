@@ -110,6 +110,14 @@ const VIEWER_NO_TESTER: Sessions = Sessions {
     tester: Some(Code::TesterRefused),
     ..ANY
 };
+/// Human and agent sessions (`names`, 3i L78): a reader's views are the ones
+/// the spec lists for it (`read-only` otherwise, as for `requirements`), and
+/// the tester's are L218's list (`tester-refused` otherwise).
+const HUMAN_AND_AGENT: Sessions = Sessions {
+    reader: Some(Code::ReadOnly),
+    tester: Some(Code::TesterRefused),
+    ..ANY
+};
 /// Every class but the tester.
 const NO_TESTER: Sessions = Sessions {
     tester: Some(Code::TesterRefused),
@@ -167,7 +175,7 @@ pub const VERBS: &[VerbEntry] = &[
     served("limits", HUMAN, run::<organization::LimitsRead>),
     served("limits.set", HUMAN, run::<organization::LimitsSet>),
     served("name.set", CLOSER, run::<names::NameSet>),
-    served("names", ANY, run::<names::Names>),
+    served("names", HUMAN_AND_AGENT, run::<names::Names>),
     served("usage", NO_TESTER, run::<reads::Usage>),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     served("staff.request", ROLE, run::<messages::StaffRequest>),
