@@ -174,12 +174,20 @@ impl Env {
             .op(json!({"op": "recordLand", "ticket": ticket, "land": land}))
     }
 
+    /// Asks `landHeld` in both shapes, DESIGN.md's flat one and the spec's
+    /// `record` (3i L53); they must agree.
     fn held(&mut self, role: &str, thread: Option<&str>) -> Value {
-        let mut op = json!({"op": "landHeld", "business": "acme", "role": role});
+        let mut fields = json!({"business": "acme", "role": role});
         if let Some(t) = thread {
-            op["thread"] = json!(t);
+            fields["thread"] = json!(t);
         }
-        res(&self.b.op(op))["held"].clone()
+        let mut flat = fields.clone();
+        flat["op"] = json!("landHeld");
+        let flat = res(&self.b.op(flat))["held"].clone();
+        let record = json!({"op": "landHeld", "record": fields});
+        let record = res(&self.b.op(record))["held"].clone();
+        assert_eq!(flat, record, "landHeld flat and in record");
+        flat
     }
 
     fn count(&self, sql: &str, p: &str) -> i64 {
@@ -799,7 +807,19 @@ fn land_held_refuses_unknown_businesses_roles_and_bad_shapes() {
             "invalid-request",
         ),
         (
-            json!({"op": "landHeld", "record": {"business": "acme", "role": "pm"}}),
+            json!({"op": "landHeld", "record": {"business": "acme", "role": "nobody"}}),
+            "unknown-role",
+        ),
+        (
+            json!({"op": "landHeld", "record": {"business": "acme", "role": "pm"}, "business": "acme"}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "landHeld", "record": ["acme", "pm"]}),
+            "invalid-request",
+        ),
+        (
+            json!({"op": "landHeld", "record": {"business": "acme", "role": "pm", "run": "r"}}),
             "invalid-request",
         ),
     ];
@@ -808,6 +828,11 @@ fn land_held_refuses_unknown_businesses_roles_and_bad_shapes() {
     }
     let r =
         e.b.op(json!({"op": "landHeld", "business": "acme", "role": "pm", "thread": null}));
+    assert_eq!(res(&r), &json!({"held": false}));
+    // The spec's shape (3i L53) answers the same; DESIGN.md's flat one
+    // stays. (An earlier build refused the spec's `record`.)
+    let r =
+        e.b.op(json!({"op": "landHeld", "record": {"business": "acme", "role": "pm"}}));
     assert_eq!(res(&r), &json!({"held": false}));
     // A role whose policy doesn't grant the merge cross-role never holds one.
     assert_eq!(e.held("qa", None), json!(false));

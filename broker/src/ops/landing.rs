@@ -502,7 +502,9 @@ impl LandRefused {
     }
 }
 
-/// `landHeld {business, role, thread?}`.
+/// `landHeld {business, role, thread?}` (DESIGN.md), or the spec's
+/// `landHeld {record: {business, role, thread?}}` (3i L53): the same
+/// fields, flat or in `record`, never both.
 pub struct LandHeld {
     pub business: String,
     pub role: String,
@@ -511,6 +513,13 @@ pub struct LandHeld {
 
 impl LandHeld {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
+        if let Some(record) = f.take("record") {
+            f.finish()?;
+            let Value::Object(record) = record else {
+                return Err(Code::InvalidRequest);
+            };
+            f = Fields::new(record);
+        }
         let business = f.str("business")?;
         let role = f.str("role")?;
         let thread = f.opt_str("thread")?;
