@@ -158,10 +158,7 @@ pub fn authorize_in_tx(
         t,
         &business.id,
         "action.allowed",
-        Actor {
-            role: Some(role),
-            run: Some(run),
-        },
+        Actor::of(role, run),
         target,
         &body,
     )?;

@@ -187,10 +187,7 @@ pub fn record_refusal(
                 t,
                 business,
                 "action.refused",
-                Actor {
-                    role: Some(role),
-                    run: Some(run),
-                },
+                Actor::of(role, run),
                 subject,
                 body,
             )

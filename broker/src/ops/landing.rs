@@ -308,10 +308,7 @@ fn record_land(core: &mut Core, ticket: &str, mut land: Map<String, Value>) -> R
                 t,
                 &tk.business,
                 "action.allowed",
-                Actor {
-                    role: Some(&tk.role),
-                    run: Some(&tk.run),
-                },
+                Actor::of(&tk.role, &tk.run),
                 Some(&tk.task_ref),
                 &json!({
                     "action": ACTION,
@@ -386,10 +383,7 @@ fn land_refused(
                 t,
                 &tk.business,
                 "action.refused",
-                Actor {
-                    role: Some(&tk.role),
-                    run: Some(&tk.run),
-                },
+                Actor::of(&tk.role, &tk.run),
                 Some(&tk.task_ref),
                 &body,
             )?;

@@ -103,10 +103,7 @@ impl BindLaunch {
                     t,
                     &r.business,
                     "session.launched",
-                    Actor {
-                        role: Some(&r.role),
-                        run: Some(&r.run),
-                    },
+                    Actor::of(&r.role, &r.run),
                     None,
                     &body,
                 )
@@ -234,10 +231,7 @@ impl EndLaunch {
                 t,
                 business,
                 "session.ended",
-                Actor {
-                    role: Some(&role),
-                    run: Some(run),
-                },
+                Actor::of(&role, run),
                 None,
                 &body,
             )?;

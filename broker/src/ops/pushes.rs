@@ -277,10 +277,7 @@ fn record_push(core: &mut Core, cap: &str, push: Nested<Push>) -> Result<Value, 
                     t,
                     business,
                     "action.allowed",
-                    Actor {
-                        role: Some(role),
-                        run: Some(run),
-                    },
+                    Actor::of(role, run),
                     Some(&task_ref),
                     &json!({
                         "action": PUSH,

@@ -261,17 +261,7 @@ pub fn record_event_as(
                 return Err(Code::HumanInputRequired);
             }
         }
-        let w = evidence::insert_event(
-            t,
-            business,
-            kind,
-            Actor {
-                role: Some(role),
-                run: Some(run),
-            },
-            subject,
-            &body,
-        )?;
+        let w = evidence::insert_event(t, business, kind, Actor::of(role, run), subject, &body)?;
         Ok(json!({"event": w.id, "at": w.at}))
     });
     token_refusal_recorded(core, business, Some(role), Some(run), "recordEvent", r)
@@ -451,10 +441,7 @@ pub fn record_comments(
                 t,
                 business,
                 "task.comment",
-                Actor {
-                    role: None,
-                    run: None,
-                },
+                Actor::NOBODY,
                 Some(task_ref),
                 &body,
             )?;

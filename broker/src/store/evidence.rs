@@ -14,6 +14,22 @@ pub struct Actor<'a> {
     pub run: Option<&'a str>,
 }
 
+impl<'a> Actor<'a> {
+    /// No role and no run: the trusted host's own records.
+    pub const NOBODY: Actor<'static> = Actor {
+        role: None,
+        run: None,
+    };
+
+    /// `run` acting as `role`.
+    pub const fn of(role: &'a str, run: &'a str) -> Actor<'a> {
+        Actor {
+            role: Some(role),
+            run: Some(run),
+        }
+    }
+}
+
 /// A stored event's id and timestamp.
 #[derive(Debug, Clone)]
 pub struct Written {

@@ -5,6 +5,7 @@
 //! `decision_events` row; a close by anyone but the raising run sends the
 //! raising role one DECISION message in the same transaction.
 
+use super::messages::HUMAN_ACTOR;
 use super::{role_session, Args, Verb};
 use crate::config::Business;
 use crate::core::{Caller, Core};
@@ -18,17 +19,11 @@ use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
-/// The human CLI's run, as recorded on its evidence.
-pub const HUMAN_RUN: &str = "human-cli";
+use super::messages::HUMAN_RUN;
 /// How many closed decisions `decisions {list:'recent'}` returns.
 pub const RECENT: i64 = 50;
 const QUESTION_MAX: usize = 4096;
 const NOTE_MAX: usize = 1024;
-
-const HUMAN_ACTOR: Actor<'static> = Actor {
-    role: Some(HUMAN),
-    run: Some(HUMAN_RUN),
-};
 
 /// `REQ-[A-Z]+-[1-9][0-9]*`.
 fn is_requirement_ref(s: &str) -> bool {
@@ -332,10 +327,7 @@ impl Raise {
                     t,
                     business_id,
                     "action.refused",
-                    Actor {
-                        role: Some(role),
-                        run: Some(run),
-                    },
+                    Actor::of(role, run),
                     self.task_ref.as_deref(),
                     &body,
                 )
@@ -408,10 +400,7 @@ impl Raise {
             t,
             business_id,
             "action.allowed",
-            Actor {
-                role: Some(role),
-                run: Some(run),
-            },
+            Actor::of(role, run),
             Some(&w.id),
             &json!({
                 "action": "decision.raise",

@@ -51,10 +51,7 @@ fn emit(core: &mut Core, caller: &Caller, args: Emit) -> Result<Value, Code> {
             t,
             business,
             "action.allowed",
-            Actor {
-                role: Some(role),
-                run: Some(run),
-            },
+            Actor::of(role, run),
             subject.as_deref(),
             &stored,
         )?;

@@ -1,17 +1,11 @@
 //! `launch.revoke` and `launch.restore` (human only).
 
-use super::decisions::HUMAN_RUN;
+use super::messages::HUMAN_ACTOR;
 use super::{Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
-use crate::policy::routing::HUMAN;
-use crate::store::evidence::{self, Actor};
+use crate::store::evidence;
 use serde_json::{json, Value};
-
-const HUMAN_ACTOR: Actor<'static> = Actor {
-    role: Some(HUMAN),
-    run: Some(HUMAN_RUN),
-};
 
 fn toggle(core: &mut Core, caller: &Caller, verb: &str, kind: &str) -> Result<Value, Code> {
     let Caller::Human { business } = caller else {

@@ -46,9 +46,11 @@ pub const BLOCK_SENDERS: &[&str] = &["pm", "cto"];
 /// The class a send without `class` gets.
 pub const DEFAULT_CLASS: &str = "INFO";
 
-/// The reserved human recipient and the CLI's run.
-pub const HUMAN: &str = "human";
+/// The reserved human recipient (`policy::routing`'s) and the CLI's run.
+pub use crate::policy::routing::HUMAN;
 pub const HUMAN_RUN: &str = "human-cli";
+/// The human's CLI as the actor of what it records.
+pub const HUMAN_ACTOR: Actor<'static> = Actor::of(HUMAN, HUMAN_RUN);
 /// The tester address and the tester shim's run.
 pub const TESTER: &str = "tester";
 pub const TESTER_RUN: &str = "tester-cli";
@@ -395,10 +397,7 @@ impl Send {
                     t,
                     b,
                     "human.input",
-                    Actor {
-                        role: Some(HUMAN),
-                        run: Some(HUMAN_RUN),
-                    },
+                    HUMAN_ACTOR,
                     None,
                     &json!({"verb": "message.send", "to": to, "message": id}),
                 )?;
@@ -423,10 +422,7 @@ impl Send {
                     t,
                     b,
                     "action.allowed",
-                    Actor {
-                        role: Some(role),
-                        run: Some(run),
-                    },
+                    Actor::of(role, run),
                     Some(to),
                     &allowed,
                 )?;

@@ -85,10 +85,7 @@ impl Verb for NameSet {
                 t,
                 &business,
                 kind,
-                Actor {
-                    role: Some(role),
-                    run: Some(run),
-                },
+                Actor::of(role, run),
                 Some(&instance),
                 &body,
             )?;

@@ -138,10 +138,7 @@ fn change(
             t,
             &business,
             "organization.changed",
-            Actor {
-                role: Some(w.role),
-                run: Some(w.run),
-            },
+            Actor::of(w.role, w.run),
             None,
             &body,
         )?;

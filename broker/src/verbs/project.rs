@@ -382,10 +382,7 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
                     t,
                     business,
                     "record.written",
-                    Actor {
-                        role: Some(role),
-                        run: Some(run),
-                    },
+                    Actor::of(role, run),
                     None,
                     &json!({"project": project, "path": path, "commit": commit}),
                 )?;
@@ -402,10 +399,7 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
                 t,
                 &b.id,
                 "project.file.saved",
-                Actor {
-                    role: Some(messages::HUMAN),
-                    run: Some(messages::HUMAN_RUN),
-                },
+                messages::HUMAN_ACTOR,
                 None,
                 &json!({"project": project, "path": path, "commit": commit, "base": base}),
             )?;

@@ -112,10 +112,7 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
             t,
             b,
             "review.requested",
-            Actor {
-                role: Some(role),
-                run: Some(run),
-            },
+            Actor::of(role, run),
             Some(&task_ref),
             &json!({
                 "task_ref": task_ref,
@@ -228,10 +225,7 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
             t,
             b,
             "review.verdict",
-            Actor {
-                role: Some(role),
-                run: Some(run),
-            },
+            Actor::of(role, run),
             Some(&task_ref),
             &json!({
                 "task_ref": task_ref,

@@ -308,10 +308,7 @@ fn revoke_threads(
                 }
                 let body = json!({"action": "role.revoke", "class": class.as_str(),
                                   "target": target, "reason": reason});
-                let actor = evidence::Actor {
-                    role: Some(role),
-                    run: Some(run),
-                };
+                let actor = evidence::Actor::of(role, run);
                 evidence::insert_event(t, b, "action.allowed", actor, Some(target), &body)?;
                 (None, Some(reason))
             }
@@ -353,10 +350,7 @@ fn end_with_reason(
             t,
             &business.id,
             "action.allowed",
-            evidence::Actor {
-                role: Some(role),
-                run: Some(run),
-            },
+            evidence::Actor::of(role, run),
             Some(target),
             &body,
         )?;

@@ -8,6 +8,7 @@
 //! threads: an unknown id is `thread-not-found`, another user's thread
 //! `thread-not-owned`. Every verb is one transaction.
 
+use super::messages::HUMAN_ACTOR;
 use super::messages::{CLASSES, DEFAULT_CLASS, HUMAN, HUMAN_RUN, MAX_BODY};
 use super::{Args, Verb};
 use crate::config::Business;
@@ -15,7 +16,7 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::{routing, threads as rules};
-use crate::store::evidence::{self, Actor};
+use crate::store::evidence;
 use crate::store::messages::{self as msgs, NewMessage};
 use crate::store::threads::{self as store, Thread};
 use serde_json::{json, Value};
@@ -23,22 +24,6 @@ use serde_json::{json, Value};
 /// `thread.messages`' page size, by default and at most.
 const PAGE: usize = 50;
 const PAGE_MAX: usize = 200;
-
-const HUMAN_ACTOR: Actor<'static> = Actor {
-    role: Some(HUMAN),
-    run: Some(HUMAN_RUN),
-};
-
-fn business(
-    core: &Core,
-    caller: &Caller,
-) -> Result<std::sync::Arc<crate::config::BootConfig>, Code> {
-    let config = core.config.clone();
-    if !config.businesses.contains_key(caller.business()) {
-        return Err(Code::UnknownBusiness);
-    }
-    Ok(config)
-}
 
 /// A name argument: a string of 1 to 200 printable characters.
 fn name(args: &mut Args, key: &str) -> Result<String, Code> {
@@ -74,8 +59,8 @@ impl Verb for ProjectCreate {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         if let Some(r) = &self.repo {
             if !biz.projects.contains_key(r) {
                 return Err(Code::UnknownRepo);
@@ -131,8 +116,8 @@ impl Verb for ThreadCreate {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         let id = ids::uuid();
         core.store.write(|t| {
             if !store::project_exists(&t.tx, &biz.id, &self.project)? {
@@ -170,8 +155,8 @@ impl Verb for ThreadList {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         let conn = core.store.conn();
         if let Some(p) = &self.project {
             if !store::project_exists(conn, &biz.id, p)? {
@@ -197,8 +182,8 @@ impl Verb for ThreadOpen {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         core.store.write(|t| {
             let th = own_thread(&t.tx, biz, &self.thread)?;
             let at = store::insert_open(t, &th.id, &biz.human)?;
@@ -235,8 +220,8 @@ impl Verb for ThreadSend {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         let id = ids::uuid();
         core.store.write(|t| {
             let th = own_thread(&t.tx, biz, &self.thread)?;
@@ -302,8 +287,8 @@ impl Verb for ThreadMessages {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         let conn = core.store.conn();
         let th = own_thread(conn, biz, &self.thread)?;
         let after = match &self.after {
@@ -381,8 +366,8 @@ impl Verb for AssistantStop {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = business(core, caller)?;
-        let biz = &config.businesses[caller.business()];
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
         if !biz.roles.contains_key(&self.instance) {
             return Err(Code::UnknownRole);
         }
