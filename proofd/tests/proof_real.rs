@@ -7,6 +7,8 @@
 //! ancestry is the detached shell and then PID 1 (or the nearest
 //! subreaper) — the spec's accepted trust limit.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -436,16 +438,7 @@ fn a_pid_from_another_pid_namespace_does_not_prove_anything() {
     // The stand-in shim runs as PID 1 of its own PID namespace and claims
     // that pid, as a shim inside a sandbox would. proofd reads its own
     // namespace's PID 1, which is not the shim.
-    let probe = Command::new("unshare")
-        .args(["-p", "-f", "--mount-proc", "true"])
-        .stderr(Stdio::piped())
-        .output()
-        .expect("unshare(1) is installed");
-    assert!(
-        probe.status.success(),
-        "unshare -p -f --mount-proc is not permitted here ({}): this case needs a PID namespace",
-        String::from_utf8_lossy(&probe.stderr).trim()
-    );
+    common::require_pid_namespace();
     let dir = TempDir::new("pidns");
     let exe = dir.shim_copy("a");
     let n = nonce();

@@ -6,6 +6,8 @@
 //! `mosaic-proofd`; `cargo test -p mosaic-proofd -p mosaic-shims` (or the
 //! README's `cargo build --workspace --bins`) builds them.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
@@ -365,16 +367,7 @@ fn the_human_shim_cannot_pass_the_tester_proof() {
 
 #[test]
 fn a_shim_in_its_own_pid_namespace_is_refused() {
-    let probe = Command::new("unshare")
-        .args(["-p", "-f", "--mount-proc", "true"])
-        .stderr(Stdio::piped())
-        .output()
-        .expect("unshare(1) is installed");
-    assert!(
-        probe.status.success(),
-        "unshare -p -f --mount-proc is not permitted here ({}): this case needs a PID namespace",
-        String::from_utf8_lossy(&probe.stderr).trim()
-    );
+    common::require_pid_namespace();
     let exe = shim("mosaic-human-cli");
     let (_dir, sock, rx) = setup("pidns", Kind::Human, &exe);
     let mut child = Command::new("unshare")

@@ -491,6 +491,14 @@ impl Agent {
         self.reply(json!({"op":"stranger","obj":obj}))
     }
 
+    /// The token the agent itself mints for `binding(n)`.
+    fn token(&mut self, sid: &str, generation: u64, n: u64) -> String {
+        self.req(mint(sid, generation, n))["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     fn register(&mut self, generation: u64) -> String {
         let r = self.req(register(generation));
         ok(&r)["session_id"].as_str().unwrap().to_owned()
@@ -555,14 +563,8 @@ fn verbs_from_anchor_descendants_and_strangers() {
     );
 
     // Tokens are distinct and single use.
-    let t1 = a.req(mint(&sid, 0, 1))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let t2 = a.req(mint(&sid, 0, 2))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = a.token(&sid, 0, 1);
+    let t2 = a.token(&sid, 0, 2);
     assert_ne!(t1, t2);
     ok(&a.req(consume(&sid, 0, &t2)));
     ok(&a.req(consume(&sid, 0, &t1)));
@@ -580,10 +582,7 @@ fn verbs_from_anchor_descendants_and_strangers() {
         .unwrap()
         .to_owned();
     assert_ne!(mine, sid);
-    let t3 = a.req(mint(&sid, 0, 3))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t3 = a.token(&sid, 0, 3);
     assert_eq!(
         code(&req(&d.sock, &consume(&mine, 0, &t3))),
         "unknown-token"
@@ -954,14 +953,8 @@ fn generations_replace_and_stale() {
     let d = Daemon::start(&dir);
     let mut a = Agent::spawn(&dir, &d.sock);
     let sid = a.register(1);
-    let t1 = a.req(mint(&sid, 1, 1))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let t1b = a.req(mint(&sid, 1, 2))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = a.token(&sid, 1, 1);
+    let t1b = a.token(&sid, 1, 2);
     ok(&a.req(consume(&sid, 1, &t1b)));
 
     // Lower generation: stale, for every authenticated request and register.
@@ -980,10 +973,7 @@ fn generations_replace_and_stale() {
     assert_eq!(code(&a.req(auth(&sid, 1))), "stale-generation");
 
     // A higher generation inside consume_token also consumes the token itself.
-    let t2 = a.req(mint(&sid, 2, 3))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t2 = a.token(&sid, 2, 3);
     assert_eq!(code(&a.req(consume(&sid, 3, &t2))), "token-consumed");
     assert_eq!(
         a.req(auth(&sid, 3)),
@@ -992,19 +982,13 @@ fn generations_replace_and_stale() {
 
     // register_anchor at a higher generation: new session_id, old one gone,
     // old tokens consumed.
-    let t3 = a.req(mint(&sid, 3, 4))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t3 = a.token(&sid, 3, 4);
     assert_eq!(code(&a.req(register(3))), "already-registered");
     let sid2 = a.register(5);
     assert_ne!(sid, sid2);
     assert_eq!(code(&a.req(auth(&sid, 5))), "unknown-session");
     assert_eq!(code(&a.req(consume(&sid2, 5, &t3))), "token-consumed");
-    let t4 = a.req(mint(&sid2, 5, 5))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t4 = a.token(&sid2, 5, 5);
     assert_eq!(
         a.req(consume(&sid2, 5, &t4)),
         json!({"ok":true,"binding":binding(5),"runtime_generation":5})
@@ -1019,14 +1003,8 @@ fn restart_keeps_sessions_and_consumed_tokens() {
     let sock = d.sock.clone();
     let mut a = Agent::spawn(&dir, &sock);
     let sid = a.register(4);
-    let t1 = a.req(mint(&sid, 4, 1))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let t2 = a.req(mint(&sid, 4, 2))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = a.token(&sid, 4, 1);
+    let t2 = a.token(&sid, 4, 2);
     ok(&a.req(consume(&sid, 4, &t1)));
     // The socket is created 0600 (the daemon's umask is 0077).
     let meta = std::fs::symlink_metadata(&sock).unwrap();
@@ -1317,10 +1295,7 @@ fn failed_state_write_changes_nothing() {
     let d = Daemon::start_with(&dir, &sub.join("state.json"), &[]);
     let mut a = Agent::spawn(&dir, &d.sock);
     let sid = a.register(0);
-    let t = a.req(mint(&sid, 0, 1))["token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t = a.token(&sid, 0, 1);
     // Take the state directory away: saves fail, nothing is acknowledged.
     std::fs::rename(&sub, dir.path("moved")).unwrap();
     assert_eq!(code(&a.req(mint(&sid, 0, 2))), "state-write-failed");
