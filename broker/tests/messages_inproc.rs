@@ -46,6 +46,18 @@ impl Env {
         e.core.requirements = req;
         e
     }
+    /// The decision stored on the message a send answered `sent`.
+    fn message_decision(&self, sent: &Value) -> Option<String> {
+        self.core
+            .store
+            .conn()
+            .query_row(
+                "SELECT decision FROM messages WHERE id = ?1",
+                [sent["id"].as_str().unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
     fn count(&self, sql: &str) -> i64 {
         self.core
             .store
@@ -260,16 +272,7 @@ fn human_addresses_roles_only() {
         "message.send",
         json!({"to": "pm", "body": "x", "decision": mine}),
     );
-    let stored: Option<String> = e
-        .core
-        .store
-        .conn()
-        .query_row(
-            "SELECT decision FROM messages WHERE id = ?1",
-            [s["id"].as_str().unwrap()],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let stored = e.message_decision(&s);
     assert_eq!(stored.as_deref(), Some(mine.as_str()));
 }
 
@@ -1346,16 +1349,7 @@ fn within_role_decision_is_a_citation_cross_role_needs_authority() {
             "message.send",
             json!({"to": "cto", "body": "per decision", "decision": d}),
         );
-        let stored: Option<String> = e
-            .core
-            .store
-            .conn()
-            .query_row(
-                "SELECT decision FROM messages WHERE id = ?1",
-                [s["id"].as_str().unwrap()],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let stored = e.message_decision(&s);
         assert_eq!(stored.as_deref(), Some(d.as_str()));
     }
     let bodies: Vec<String> = {
