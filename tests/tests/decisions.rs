@@ -151,11 +151,20 @@ impl Env {
     }
 
     fn db(&self) -> rusqlite::Connection {
-        rusqlite::Connection::open_with_flags(
-            self.root.path().join("bus/bus.sqlite"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .expect("open db read-only")
+        db(self.root.path())
+    }
+
+    /// `kind, run, subject, body` of the event `id`, the body parsed.
+    fn event_row(&self, id: &str) -> (String, String, Option<String>, Value) {
+        let (kind, run, subject, body): (String, String, Option<String>, String) = self
+            .db()
+            .query_row(
+                "SELECT kind, run, subject, body FROM events WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        (kind, run, subject, serde_json::from_str(&body).unwrap())
     }
 
     fn count(&self, sql: &str, p: &str) -> i64 {
@@ -1100,18 +1109,11 @@ fn role_revoke_writes_its_evidence_and_frees_the_role() {
         .unwrap();
     assert_eq!((by.as_str(), run.as_str()), ("dev-1", "dev-1"));
     let event = r["result"]["event"].as_str().unwrap().to_string();
-    let (kind, erun, subject, body): (String, String, Option<String>, String) = e
-        .db()
-        .query_row(
-            "SELECT kind, run, subject, body FROM events WHERE id = ?1",
-            [&event],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
+    let (kind, erun, subject, body) = e.event_row(&event);
     assert_eq!((kind.as_str(), erun.as_str()), ("action.allowed", "dev-1"));
     assert_eq!(subject.as_deref(), Some("qa"));
     assert_eq!(
-        serde_json::from_str::<Value>(&body).unwrap(),
+        body,
         json!({"action": "role.revoke", "class": "cross-role", "target": "qa", "decision": ids})
     );
     let claim: (String, String, Option<String>, Option<String>) = e
@@ -1226,18 +1228,11 @@ fn role_revoke_with_a_reason_is_only_for_a_role_that_lists_role_end() {
         )
     );
     let event = res["event"].as_str().unwrap().to_string();
-    let (kind, erun, subject, body): (String, String, Option<String>, String) = e
-        .db()
-        .query_row(
-            "SELECT kind, run, subject, body FROM events WHERE id = ?1",
-            [&event],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .unwrap();
+    let (kind, erun, subject, body) = e.event_row(&event);
     assert_eq!((kind.as_str(), erun.as_str()), ("action.allowed", "pm-1"));
     assert_eq!(subject.as_deref(), Some("qa"));
     assert_eq!(
-        serde_json::from_str::<Value>(&body).unwrap(),
+        body,
         json!({"action": "role.revoke", "class": "within-role", "target": "qa", "reason": reason})
     );
     let claim: (
