@@ -294,6 +294,13 @@ impl Broker {
         r["launch"]["cap"].as_str().expect("cap").to_string()
     }
 
+    /// Binds a launch for `pid` and claims its role; the capability.
+    pub fn claimed(&mut self, role: &str, run: &str, pid: u32) -> String {
+        let cap = self.bind(role, run, pid);
+        res(&self.call(&cap, "role.claim", Value::Null));
+        cap
+    }
+
     /// Binds run `{role}-1` of each of `roles` to a fresh [`Sleeper`];
     /// their capabilities by role, and the sleepers (kept alive by the
     /// caller for as long as the runs should live).

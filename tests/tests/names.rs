@@ -31,12 +31,6 @@ fn config(root: &Path, with_qa: bool) -> Value {
     })
 }
 
-fn claimed(b: &mut Broker, role: &str, run: &str, pid: u32) -> String {
-    let cap = b.bind(role, run, pid);
-    res(&b.call(&cap, "role.claim", Value::Null));
-    cap
-}
-
 fn stored(root: &Path, id: &str) -> (String, Option<String>) {
     db(root)
         .query_row(
@@ -54,9 +48,9 @@ fn names_resolve_before_every_check_and_keys_win_over_names() {
     let (mut b, reply) = Broker::spawn(root, config(root, false));
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let procs: Vec<Sleeper> = (0..3).map(|_| sleeper()).collect();
-    let chief = claimed(&mut b, "chief", "chief-1", procs[0].id());
-    let pm = claimed(&mut b, "pm", "pm-1", procs[1].id());
-    let dev = claimed(&mut b, "dev", "dev-1", procs[2].id());
+    let chief = b.claimed("chief", "chief-1", procs[0].id());
+    let pm = b.claimed("pm", "pm-1", procs[1].id());
+    let dev = b.claimed("dev", "dev-1", procs[2].id());
     let human = ShimSession::human(&b);
     let tester = ShimSession::tester(&b);
 

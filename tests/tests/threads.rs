@@ -532,12 +532,6 @@ fn boot_for_ends(root: &Path) -> Broker {
     b
 }
 
-fn claimed(b: &mut Broker, role: &str, run: &str, pid: u32) -> String {
-    let cap = b.bind(role, run, pid);
-    res(&b.call(&cap, "role.claim", Value::Null));
-    cap
-}
-
 fn claimed_thread(b: &mut Broker, run: &str, pid: u32, thread: &str) -> String {
     let cap = bind_thread(b, run, pid, thread);
     res(&b.call(&cap, "role.claim", Value::Null));
@@ -563,9 +557,9 @@ fn ending_the_assistant_revokes_its_held_threads() {
     let procs: Vec<_> = (0..8).map(|_| sleeper()).collect();
     let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
     let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
-    let chief = claimed(&mut b, "chief", "chief-1", procs[2].id());
-    let pm = claimed(&mut b, "pm", "pm-1", procs[3].id());
-    let dev = claimed(&mut b, "dev", "dev-1", procs[4].id());
+    let chief = b.claimed("chief", "chief-1", procs[2].id());
+    let pm = b.claimed("pm", "pm-1", procs[3].id());
+    let dev = b.claimed("dev", "dev-1", procs[4].id());
 
     // A reason: only the chief of staff's ends the assistant (Q169).
     let reason = json!({"role": "helper", "reason": "the day is over"});
