@@ -104,13 +104,19 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             Tester => Some(Code::TesterRefused),
             _ => None,
         },
-        // Outside-agent human CLI only: every other class, the tester
-        // included, gets human-required (the human-only rows name the
-        // tester's code; a specific row wins over tester-refused).
+        // Outside-agent human CLI only; the tester gets L218's
+        // tester-refused, as these rows name no code for it.
         "launch.revoke" | "launch.restore" | "project.create" | "project.list"
         | "thread.create" | "thread.list" | "thread.open" | "thread.send" | "thread.messages"
-        | "assistant.stop" | "limits" | "limits.set" | "instances" | "instances.set" | "routes"
-        | "routes.set" | "project.files" | "project.file" | "project.file.save" => match c {
+        | "assistant.stop" | "limits" | "limits.set" => match c {
+            Human => None,
+            Tester => Some(Code::TesterRefused),
+            _ => Some(Code::HumanRequired),
+        },
+        // Human-only rows that name the tester's code: human-required
+        // (L214, L216, L273 win over L218's general rule).
+        "instances" | "instances.set" | "routes" | "routes.set" | "project.files"
+        | "project.file" | "project.file.save" => match c {
             Human => None,
             _ => Some(Code::HumanRequired),
         },

@@ -249,10 +249,19 @@ fn tester_sessions() {
         "",
     );
     assert_eq!(r["error"], json!("tester-refused"));
-    // A human-only verb's row names the tester's code: human-required
-    // (the specific row wins over tester-refused; docs/decisions.md).
+    // A human-only verb whose row names no tester code: L218's
+    // tester-refused. One whose row names it (instances, L214):
+    // human-required (docs/decisions.md).
     let (r, _) = tester.run(
         &json!({"business": "acme", "verb": "launch.revoke"}),
+        true,
+        &[],
+        &[],
+        "",
+    );
+    assert_eq!(r["error"], json!("tester-refused"));
+    let (r, _) = tester.run(
+        &json!({"business": "acme", "verb": "instances"}),
         true,
         &[],
         &[],

@@ -897,11 +897,13 @@ fn the_human_and_the_tester_are_on_record_and_human_verbs_check_their_args() {
         assert_eq!(r["error"], json!("invalid-request"), "{verb} {args}: {r}");
         want.push(json!(["human", "human-cli", null, verb, "invalid-request"]));
     }
-    // The tester: a human-only verb is human-required, any other verb
-    // outside its set tester-refused.
+    // The tester: a verb outside its set is tester-refused (L218), a
+    // human-only verb too unless its row names human-required for the
+    // tester (instances, routes, the editor's file verbs).
     for (verb, code) in [
-        ("launch.revoke", "human-required"),
-        ("thread.list", "human-required"),
+        ("launch.revoke", "tester-refused"),
+        ("thread.list", "tester-refused"),
+        ("routes", "human-required"),
         ("role.claim", "tester-refused"),
         ("state", "tester-refused"),
     ] {

@@ -89,15 +89,22 @@ const CLOSER: Sessions = Sessions {
     tester: Some(Code::TesterRefused),
     ..ANY
 };
-/// The outside-agent human CLI only. Every other class gets
-/// `human-required`, the tester too: the spec's rows for the human-only
-/// verbs name the tester's code, and a specific row wins over the tester's
-/// general `tester-refused` (docs/decisions.md).
+/// The outside-agent human CLI only: a role and a reader get
+/// `human-required`; the tester gets its general `tester-refused` (L218),
+/// as its row names no code for it.
 const HUMAN: Sessions = Sessions {
     role: Some(Code::HumanRequired),
     reader: Some(Code::HumanRequired),
     human: None,
+    tester: Some(Code::TesterRefused),
+};
+/// Human-only verbs whose rows name the tester's code too (`instances*`
+/// L214, `routes*` L216, the editor's `project.file*` L273): every other
+/// class, the tester included, gets `human-required`; the specific row wins
+/// over L218's general rule (docs/decisions.md).
+const HUMAN_NAMED: Sessions = Sessions {
     tester: Some(Code::HumanRequired),
+    ..HUMAN
 };
 /// Human and reader sessions; the tester has the reader's views.
 const VIEWER: Sessions = Sessions {
@@ -188,15 +195,19 @@ pub const VERBS: &[VerbEntry] = &[
     served("thread.messages", HUMAN, run::<threads::ThreadMessages>),
     served("spec.read", ROLE, project::spec_read_inline),
     served("record.write", ROLE, project::record_write_inline),
-    served("project.files", HUMAN, project::files_inline),
-    served("project.file", HUMAN, project::file_inline),
-    served("project.file.save", HUMAN, project::save_inline),
+    served("project.files", HUMAN_NAMED, project::files_inline),
+    served("project.file", HUMAN_NAMED, project::file_inline),
+    served("project.file.save", HUMAN_NAMED, project::save_inline),
     served("usage.begin", ROLE, usage::begin_inline),
     served("usage.end", ROLE, usage::end_inline),
-    served("instances", HUMAN, run::<organization::InstancesRead>),
-    served("instances.set", HUMAN, run::<organization::InstancesSet>),
-    served("routes", HUMAN, run::<organization::RoutesRead>),
-    served("routes.set", HUMAN, run::<organization::RoutesSet>),
+    served("instances", HUMAN_NAMED, run::<organization::InstancesRead>),
+    served(
+        "instances.set",
+        HUMAN_NAMED,
+        run::<organization::InstancesSet>,
+    ),
+    served("routes", HUMAN_NAMED, run::<organization::RoutesRead>),
+    served("routes.set", HUMAN_NAMED, run::<organization::RoutesSet>),
 ];
 
 /// A verb's row in [`VERBS`].
