@@ -18,7 +18,9 @@
 //!    connects to the socket, sends
 //!    `{"human":{"pid","startTime","nonce"},"business","verb","args"}\n`
 //!    (tester: key `tester`), half-closes, reads one reply line (at most
-//!    [`MAX_REPLY`] bytes with its newline, [`REPLY_TIMEOUT`] overall) and
+//!    [`MAX_REPLY`] bytes with its newline, within [`reply_timeout`] of the
+//!    verb overall: 5 s, or the broker's job budget plus 5 s for a verb it
+//!    may stage, so a slow Git write is answered, not guessed at) and
 //!    prints it. A request line over its verb's envelope ([`max_line`]) is
 //!    refused here, before connecting, as the broker would refuse it.
 //!
@@ -45,11 +47,12 @@ use serde_json::{json, Map, Value};
 /// envelope), the longest request line per verb ([`max_line`]), the longest
 /// reply line ([`MAX_REPLY`], newline included, as the broker counts it) and
 /// the overall deadline for connecting, sending and reading the reply
-/// ([`REPLY_TIMEOUT`]).
+/// per verb ([`reply_timeout`]: [`REPLY_TIMEOUT`], or longer for a verb the
+/// broker may stage).
 /// [`MAX_LINE`] is every other verb's request line cap.
 pub use mosaic_wire::limits::{
-    request_max as max_line, CALL_TIMEOUT as REPLY_TIMEOUT, REQUEST_MAX as MAX_LINE,
-    RESPONSE_MAX as MAX_REPLY, SAVE_REQUEST_MAX as MAX_REQUEST, SAVE_VERB,
+    call_timeout as reply_timeout, request_max as max_line, CALL_TIMEOUT as REPLY_TIMEOUT,
+    REQUEST_MAX as MAX_LINE, RESPONSE_MAX as MAX_REPLY, SAVE_REQUEST_MAX as MAX_REQUEST, SAVE_VERB,
 };
 /// Marks the re-executed image; its value is the process's own pid.
 pub const STAGE_VAR: &str = "MOSAIC_SHIM_STAGE";
@@ -134,7 +137,12 @@ pub fn run(kind: Kind) -> ExitCode {
         return finish(Outcome::Unknown);
     };
     let mut envelope = request;
-    let limit = max_line(envelope.get("verb").and_then(Value::as_str).unwrap_or(""));
+    let verb = envelope
+        .get("verb")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let limit = max_line(&verb);
     envelope.insert(
         kind.proof_key().into(),
         json!({"pid": me, "startTime": start_time, "nonce": nonce}),
@@ -144,7 +152,11 @@ pub fn run(kind: Kind) -> ExitCode {
     if line.len() > limit {
         return finish(Outcome::TooLarge);
     }
-    finish(exchange(std::path::Path::new(&args[1]), line.as_bytes()))
+    finish(exchange(
+        std::path::Path::new(&args[1]),
+        line.as_bytes(),
+        reply_timeout(&verb),
+    ))
 }
 
 /// Reads everything up to `max` bytes; more is an error.
@@ -253,10 +265,10 @@ pub fn parse_stat_start_time(raw: &[u8]) -> Option<u64> {
 }
 
 /// Sends one request line and reads one reply line (the client crate's
-/// round trip: the reply cap and the overall deadline). Any failure,
+/// round trip: the reply cap and the verb's overall deadline). Any failure,
 /// an oversized reply included, is `outcome-unknown` to the shim's caller.
-fn exchange(socket: &std::path::Path, line: &[u8]) -> Outcome {
-    match mosaic_client::round_trip(socket, line) {
+fn exchange(socket: &std::path::Path, line: &[u8], timeout: std::time::Duration) -> Outcome {
+    match mosaic_client::round_trip(socket, line, timeout) {
         Ok(reply) => classify_reply(&reply),
         Err(_) => Outcome::Unknown,
     }
@@ -314,6 +326,15 @@ mod tests {
         assert_eq!(max_line("message.send"), 64 * 1024);
         assert_eq!(max_line("project.file"), 64 * 1024);
         assert_eq!(max_line("project.file.save"), 1024 * 1024 + 64 * 1024);
+    }
+
+    #[test]
+    fn the_shim_waits_the_wire_crates_time_per_verb() {
+        use std::time::Duration;
+        assert_eq!(reply_timeout("agents"), REPLY_TIMEOUT);
+        assert_eq!(reply_timeout("message.send"), Duration::from_secs(5));
+        assert_eq!(reply_timeout("project.file.save"), Duration::from_secs(35));
+        assert_eq!(reply_timeout("decision.raise"), Duration::from_secs(35));
     }
 
     #[test]

@@ -16,10 +16,10 @@ use serde_json::{json, Value};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use mosaic_wire::limits::{
-    CALL_TIMEOUT as TIMEOUT, REQUEST_MAX as MAX_REQUEST, RESPONSE_MAX as MAX_RESPONSE,
+    call_timeout, CALL_TIMEOUT as TIMEOUT, REQUEST_MAX as MAX_REQUEST, RESPONSE_MAX as MAX_RESPONSE,
 };
 
 /// A refusal or a transport failure, always with a static code.
@@ -105,12 +105,13 @@ pub enum Transport {
 
 /// Sends `line` (newline included) on a fresh connection to `socket`,
 /// half-closes, and reads one reply line, returned without its newline.
-/// [`TIMEOUT`] bounds connect, send and read together; the reply's cap
-/// counts the newline, whichever read brings it.
-pub fn round_trip(socket: &Path, line: &[u8]) -> Result<Vec<u8>, Transport> {
-    let deadline = Instant::now() + TIMEOUT;
+/// `timeout` bounds connect, send and read together (the verb's
+/// [`call_timeout`]); the reply's cap counts the newline, whichever read
+/// brings it.
+pub fn round_trip(socket: &Path, line: &[u8], timeout: Duration) -> Result<Vec<u8>, Transport> {
+    let deadline = Instant::now() + timeout;
     let mut stream = UnixStream::connect(socket).map_err(|_| Transport::Unknown)?;
-    if stream.set_write_timeout(Some(TIMEOUT)).is_err()
+    if stream.set_write_timeout(Some(timeout)).is_err()
         || stream.write_all(line).is_err()
         || stream.shutdown(std::net::Shutdown::Write).is_err()
     {
@@ -147,21 +148,19 @@ pub fn round_trip(socket: &Path, line: &[u8]) -> Result<Vec<u8>, Transport> {
     }
 }
 
-/// Sends one request and reads one reply under the caps and timeout.
+/// Sends one request and reads one reply under the caps and the verb's
+/// timeout.
 pub fn exchange(path: &Path, req: &Value) -> Result<Value, BusError> {
     let mut line = req.to_string().into_bytes();
     line.push(b'\n');
+    let verb = req.get("verb").and_then(Value::as_str).unwrap_or("");
     // Every verb keeps the ordinary envelope but the save verb.
-    let max = req
-        .get("verb")
-        .and_then(Value::as_str)
-        .map_or(MAX_REQUEST, mosaic_wire::limits::request_max);
-    if line.len() > max {
+    if line.len() > mosaic_wire::limits::request_max(verb) {
         return Err(Code::RequestTooLarge.into());
     }
     // Failing to connect means nothing was sent: still reported as
     // outcome-unknown, since the caller cannot tell the cases apart safely.
-    let reply = round_trip(path, &line).map_err(|e| match e {
+    let reply = round_trip(path, &line, call_timeout(verb)).map_err(|e| match e {
         Transport::Unknown => BusError::from(Code::OutcomeUnknown),
         Transport::ResponseTooLarge => BusError::from(Code::ResponseTooLarge),
     })?;

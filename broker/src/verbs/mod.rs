@@ -500,3 +500,28 @@ pub(crate) fn role_session(caller: &Caller) -> Result<(&str, &str, &str), Code> 
         Caller::Tester { .. } => Err(Code::TesterRefused),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The client and the shims wait longer only for the verbs listed in
+    /// the wire crate: every verb the server may stage must be there, or
+    /// its client gives up (`outcome-unknown`) while the job still runs.
+    #[test]
+    fn every_staged_verb_gets_the_long_client_wait() {
+        let long = mosaic_wire::limits::STAGED_VERBS;
+        for v in project::STAGED.iter().chain(usage::STAGED) {
+            assert!(long.contains(v), "{v}");
+            assert!(is_staged(v, None), "{v}");
+        }
+        let mut cited = Map::new();
+        cited.insert("spec_commit".into(), Value::from("x"));
+        assert!(is_staged("decision.raise", Some(&cited)));
+        assert!(long.contains(&"decision.raise"));
+        // Nothing else is in the list: each one the server may stage.
+        for v in long {
+            assert!(is_staged(v, Some(&cited)), "{v}");
+        }
+    }
+}
