@@ -8,6 +8,7 @@
 //! [`views`] are what other programs link against.
 
 pub mod authorize;
+pub mod budget;
 /// The client and its read views live in `mosaic-client` (no SQLite, no
 /// tokio) for the programs that only talk to the bus; re-exported here.
 pub use mosaic_client as client;

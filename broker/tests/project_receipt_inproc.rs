@@ -55,7 +55,10 @@ fn staged(e: &mut Inproc, caller: &Caller, verb: &str, args: Value) -> Result<Va
     let Staged::Project(p) = verbs::prepare_staged(&mut e.core, caller, verb, args)? else {
         panic!("{verb} is a project verb");
     };
-    let outcome = p.job.expect("a Git job").run();
+    let outcome = p
+        .job
+        .expect("a Git job")
+        .run(mosaic_bus::budget::Budget::start());
     verbs::finish_staged(&mut e.core, caller, verb, (p.then, p.subject), outcome)
 }
 

@@ -2494,3 +2494,42 @@ fn an_outside_git_holding_its_locks_is_no_contention_for_the_index_and_busy_for_
     assert_eq!(codes, [json!("project-busy")]);
     w.b.close();
 }
+
+/// A save whose Git side takes longer than the ordinary 5 s a client waits
+/// (`commit-tree` held ~6 s by a wrapper, under `git`'s own 10 s and the
+/// job's 30 s budget): the human shim waits the staged verb's longer time
+/// (`mosaic_wire::limits::call_timeout`) and prints the broker's real answer,
+/// the commit now at `HEAD`, not its own `outcome-unknown`. Asserts the
+/// answer, not a duration.
+#[test]
+fn a_save_slower_than_the_ordinary_timeout_reaches_the_human_as_its_commit() {
+    let repo = Repo::new();
+    let d1 = repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
+    let slow = tempfile::tempdir().expect("tempdir");
+    let wrapper = slow.path().join("git");
+    executable(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = commit-tree ] && sleep 6; done\nexec {git} \"$@\"\n",
+            git = real_git().display(),
+        ),
+    );
+    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let human = ShimSession::human(&w.b);
+    let reply = human.call(
+        "project.file.save",
+        json!({"project": "site", "path": "docs/plan.md", "base": d1, "content": "# Plan\nv2\n"}),
+    );
+    assert_eq!(reply["ok"], json!(true), "the broker's answer: {reply}");
+    let head = repo.git(&["rev-parse", "HEAD"], "x");
+    assert_ne!(head, d1, "the save committed");
+    assert_eq!(
+        reply,
+        json!({"ok": true, "result": {"path": "docs/plan.md", "commit": head}})
+    );
+    assert_eq!(show(&repo, "%P %an", &head), format!("{d1} Ada"));
+    let saved = events(w.root.path(), "project.file.saved");
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0][3]["commit"], json!(head));
+    w.b.close();
+}

@@ -1,8 +1,11 @@
 //! The `git` child: one command in one repository, with a scrubbed
 //! environment, hooks and outside configuration off, bounded output and a
-//! deadline. Never called on the writer thread or inside a store
-//! transaction (the server runs it on a blocking worker, `server::staged`).
+//! deadline: its own [`DEADLINE`], cut to what is left of its job's budget
+//! ([`Git::within`], `crate::budget`). Never called on the writer thread or
+//! inside a store transaction (the server runs it on a blocking worker,
+//! `server::staged`).
 
+use crate::budget::Budget;
 use crate::error::Code;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -10,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long one `git` command may take before it is killed.
+/// How long one `git` command may take before it is killed (less when its
+/// job's budget has less left).
 pub const DEADLINE: Duration = Duration::from_secs(10);
 /// The most a `git` command may print; past it the command is killed and
 /// the repository is treated as unusable.
@@ -43,10 +47,12 @@ const SAFE_CONFIG: &[&str] = &[
     "maintenance.auto=false",
 ];
 
-/// The `git` executable the broker runs (boot key `git`).
+/// The `git` executable the broker runs (boot key `git`), and the budget
+/// of the job it runs for, if any.
 #[derive(Debug, Clone)]
 pub struct Git {
     exe: PathBuf,
+    budget: Option<Budget>,
 }
 
 /// What [`Git::run_with`] adds to a command.
@@ -79,13 +85,31 @@ impl Git {
     pub fn new(exe: Option<&Path>) -> Git {
         Git {
             exe: exe.map_or_else(|| PathBuf::from("git"), Path::to_path_buf),
+            budget: None,
         }
+    }
+
+    /// This `git` for a job with `budget`: each command gets what is left
+    /// of it, never more than [`DEADLINE`], and none is started once it
+    /// has passed (`project-unavailable`).
+    pub fn within(self, budget: Budget) -> Git {
+        Git {
+            budget: Some(budget),
+            ..self
+        }
+    }
+
+    /// What is left of the job's budget (`None`: no budget, each command
+    /// has its own [`DEADLINE`] only).
+    pub fn left(&self) -> Option<Duration> {
+        self.budget.as_ref().map(Budget::left)
     }
 
     /// Runs `git ARGS` in `repo` (its work tree; the repository is
     /// `repo/.git`, never one found above it). `author` sets the author and
     /// committer of a commit the command makes. Fails closed: a spawn
-    /// failure, the deadline or too much output is `project-unavailable`.
+    /// failure, the deadline, the job's budget (passed before the command,
+    /// or during it) or too much output is `project-unavailable`.
     pub fn run(
         &self,
         repo: &Path,
@@ -106,6 +130,13 @@ impl Git {
     /// and a private index file (`GIT_INDEX_FILE`), so nothing reads or
     /// writes the work tree's own index.
     pub fn run_with(&self, repo: &Path, args: &[&str], extra: &Extra<'_>) -> Result<Output, Code> {
+        let deadline = match self.budget {
+            None => DEADLINE,
+            Some(b) => b.for_step(DEADLINE).ok_or_else(|| {
+                tracing::warn!(code = "project-unavailable", "staged job passed its budget");
+                Code::ProjectUnavailable
+            })?,
+        };
         let author = extra.author;
         let mut cmd = Command::new(&self.exe);
         cmd.env_clear()
@@ -180,7 +211,7 @@ impl Git {
                     kill_group(&child);
                     break status.code();
                 }
-                Ok(None) if start.elapsed() < DEADLINE => {
+                Ok(None) if start.elapsed() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
                 _ => {

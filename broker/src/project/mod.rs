@@ -3,8 +3,9 @@
 //! the `git` executable ([`git`]). Everything here runs off the writer
 //! thread and outside every store transaction: the writer side prepares a
 //! [`Job`] (the caller checked, the repository resolved), the server runs
-//! it on a blocking worker, and the writer side finishes it (the reply's
-//! token check, or the refusal's evidence).
+//! it on a blocking worker within the request's budget (`crate::budget`),
+//! and the writer side finishes it (the reply's token check, or the
+//! refusal's evidence).
 
 pub mod git;
 pub mod records;
@@ -99,8 +100,17 @@ pub enum Receipt {
 }
 
 impl Job {
-    /// Runs the Git side. Blocking: call it on a worker thread.
-    pub fn run(self) -> Result<Done, Code> {
+    /// Runs the Git side within `budget` (every `git` child gets what is
+    /// left of it: [`Git::within`]). Blocking: call it on a worker thread.
+    pub fn run(self, budget: crate::budget::Budget) -> Result<Done, Code> {
+        let job = Job {
+            git: self.git.within(budget),
+            ..self
+        };
+        job.run_git()
+    }
+
+    fn run_git(self) -> Result<Done, Code> {
         let reply = |reply| Done {
             reply,
             receipt: None,

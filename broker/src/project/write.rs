@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 
 /// The lock every project write holds, inside the repository's `.git`.
 pub const LOCK_FILE: &str = "mosaic.lock";
+/// The least of a job's budget that must be left to start `update-ref`, the
+/// step that moves `HEAD` (it takes milliseconds; this keeps the budget
+/// from cutting it off midway).
+pub const REF_RESERVE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The private index a write builds its tree in (under the lock, so one
 /// name does; a crash's leftover is overwritten by the next write).
 const INDEX_FILE: &str = "mosaic-index";
@@ -394,7 +398,10 @@ fn index_lock(index: &Path) -> PathBuf {
 /// (`stale-base`), unchanged bytes (`project-file-unchanged`); then blob,
 /// tree, commit, and `update-ref` from the `HEAD` read (moved meanwhile by
 /// something outside the lock: `project-busy`). A refusal before
-/// `update-ref` leaves at most unreferenced objects behind.
+/// `update-ref` leaves at most unreferenced objects behind; so does a job
+/// whose budget ran out before it (an earlier step is not started, or is
+/// killed, at the budget; `update-ref` is not started with less than
+/// [`REF_RESERVE`] left: `project-unavailable`).
 pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, Code> {
     let _lock = lock(repo)?;
     let previous = head(git, repo)?;
@@ -458,6 +465,13 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
             ..Extra::default()
         },
     )?)?;
+    // The one step that writes: started only with time for it, so a job
+    // near the end of its budget refuses with nothing written rather than
+    // have this step cut off midway.
+    if git.left().is_some_and(|left| left < REF_RESERVE) {
+        tracing::warn!(code = "project-unavailable", "no budget left to move HEAD");
+        return Err(Code::ProjectUnavailable);
+    }
     let moved = git.run(
         repo,
         &[

@@ -221,6 +221,9 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
 /// does the slow part outside every store transaction, and the writer
 /// finishes it with the outcome (a usage verb's record is written then).
 /// The writer never waits on Git or a file, so other requests go on meanwhile.
+/// The job's budget (`crate::budget`) counts from here, so the proof check
+/// and the writer's queue before the job come out of it too: the reply
+/// goes out before the client's wait for the verb (`call_timeout`) ends.
 async fn staged(
     ctx: &Ctx,
     stream: &UnixStream,
@@ -230,6 +233,7 @@ async fn staged(
     verb: String,
     args: Option<serde_json::Map<String, Value>>,
 ) -> Answer {
+    let budget = crate::budget::Budget::start();
     let caller = match auth {
         Auth::Cap(cap) => match ctx.writer.run(move |core| core.caller(&cap)).await {
             Ok(Some(caller)) => caller,
@@ -264,7 +268,7 @@ async fn staged(
     let finished = match staged {
         verbs::Staged::Project(staged) => {
             let outcome = match staged.job {
-                Some(job) => tokio::task::spawn_blocking(move || job.run())
+                Some(job) => tokio::task::spawn_blocking(move || job.run(budget))
                     .await
                     .unwrap_or(Err(Code::ProjectUnavailable)),
                 None => Ok(crate::project::Done {
@@ -280,7 +284,7 @@ async fn staged(
         }
         verbs::Staged::Usage(job) => {
             let lost = job.lost();
-            let worked = tokio::task::spawn_blocking(move || job.run())
+            let worked = tokio::task::spawn_blocking(move || job.run(budget))
                 .await
                 .unwrap_or(lost);
             ctx.writer

@@ -12,6 +12,7 @@ pub mod claude_code;
 pub mod pi;
 pub mod transcript;
 
+use crate::budget::Budget;
 use crate::error::Code;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -188,6 +189,7 @@ fn already_charged(
     path: &Path,
     baseline: &Baseline,
     parts: &[Part],
+    budget: &Budget,
 ) -> Result<HashSet<String>, Code> {
     let mut ids = HashSet::new();
     for part in parts {
@@ -201,7 +203,7 @@ fn already_charged(
     if ids.is_empty() || baseline.files.is_empty() {
         return Ok(charged);
     }
-    transcript::history(path, baseline, &mut |line| {
+    transcript::history(path, baseline, budget, &mut |line| {
         if let Ok(Some(Line::Reply(e))) = source.entry(line) {
             if ids.contains(&e.id) {
                 charged.insert(e.id);
@@ -213,10 +215,10 @@ fn already_charged(
 
 /// What `usage.begin` found for one source: a baseline to store, or the
 /// code the turn is settled unknown with at once.
-pub fn begin(harness: &str, transcript: Option<&Path>) -> Result<Baseline, Code> {
+pub fn begin(harness: &str, transcript: Option<&Path>, budget: &Budget) -> Result<Baseline, Code> {
     source_for(harness).ok_or(Code::UsageSourceAbsent)?;
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
-    transcript::baseline(path)
+    transcript::baseline(path, budget)
 }
 
 /// What `usage.end` found for one source, given the turn's stored baseline
@@ -225,12 +227,13 @@ pub fn end(
     harness: &str,
     transcript: Option<&Path>,
     baseline: Option<&Baseline>,
+    budget: &Budget,
 ) -> Result<Reading, Code> {
     let source = source_for(harness).ok_or(Code::UsageSourceAbsent)?;
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
     let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
-    let parts = transcript::appended(path, baseline)?;
-    let charged = already_charged(source, path, baseline, &parts)?;
+    let parts = transcript::appended(path, baseline, budget)?;
+    let charged = already_charged(source, path, baseline, &parts, budget)?;
     outcome_of(source, &parts, &charged)
 }
 
@@ -246,14 +249,15 @@ mod tests {
         );
         assert_eq!(source_for("pi").map(|s| s.name()), Some("pi"));
         assert!(source_for("codex").is_none());
+        let b = Budget::start();
         assert_eq!(
-            begin("codex", Some(Path::new("/x"))),
+            begin("codex", Some(Path::new("/x")), &b),
             Err(Code::UsageSourceAbsent)
         );
-        assert_eq!(begin("pi", None), Err(Code::UsageSourceAbsent));
-        assert_eq!(end("pi", None, None), Err(Code::UsageSourceAbsent));
+        assert_eq!(begin("pi", None, &b), Err(Code::UsageSourceAbsent));
+        assert_eq!(end("pi", None, None, &b), Err(Code::UsageSourceAbsent));
         assert_eq!(
-            end("pi", Some(Path::new("/x")), None),
+            end("pi", Some(Path::new("/x")), None, &b),
             Err(Code::UsageBaselineMissing)
         );
     }

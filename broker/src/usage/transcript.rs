@@ -8,8 +8,11 @@
 //! Code writes its subagents' replies. A baseline records, per file, a digest of
 //! its name, its length and the SHA-256 of those bytes: no text and no path
 //! is kept. Everything here blocks on the file system: it runs off the
-//! writer thread (see `verbs::usage`).
+//! writer thread (see `verbs::usage`), within its request's budget
+//! (`crate::budget`): each file and each 64 KiB read checks it, and a read
+//! that outlives it is `usage-source-failed`.
 
+use crate::budget::Budget;
 use crate::error::Code;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -227,6 +230,16 @@ fn listing(path: &Path) -> Result<Vec<Listed>, Code> {
     Ok(out)
 }
 
+/// `usage-source-failed` once the budget has passed: the reading is given
+/// up, and the turn is settled unknown with the source's failure code.
+fn in_time(budget: &Budget) -> Result<(), Code> {
+    if budget.passed() {
+        tracing::debug!("usage transcript read passed its budget");
+        return Err(Code::UsageSourceFailed);
+    }
+    Ok(())
+}
+
 /// Opens a file for reading without following a symbolic link swapped in
 /// since the listing, and without blocking on a FIFO.
 fn open(path: &Path) -> Result<File, Code> {
@@ -245,12 +258,13 @@ fn open(path: &Path) -> Result<File, Code> {
 
 /// Hashes up to `limit` bytes of `r`; returns the digest and how many bytes
 /// there were.
-fn hash_prefix(r: &mut impl Read, limit: u64) -> Result<(String, u64), Code> {
+fn hash_prefix(r: &mut impl Read, limit: u64, budget: &Budget) -> Result<(String, u64), Code> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut n = 0u64;
     let mut take = r.take(limit);
     loop {
+        in_time(budget)?;
         let k = match take.read(&mut buf) {
             Ok(0) => break,
             Ok(k) => k,
@@ -263,13 +277,35 @@ fn hash_prefix(r: &mut impl Read, limit: u64) -> Result<(String, u64), Code> {
     Ok((hex(&h.finalize()), n))
 }
 
+/// Reads `r` to its end into `out`, at most `limit` bytes, checking the
+/// budget before each 64 KiB.
+fn read_up_to(
+    r: &mut impl Read,
+    limit: u64,
+    out: &mut Vec<u8>,
+    budget: &Budget,
+) -> Result<(), Code> {
+    let mut take = r.take(limit);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        in_time(budget)?;
+        match take.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(k) => out.extend_from_slice(buf.get(..k).unwrap_or_default()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_code(&e)),
+        }
+    }
+}
+
 /// The baseline of the transcript at `path` now.
-pub fn baseline(path: &Path) -> Result<Baseline, Code> {
+pub fn baseline(path: &Path, budget: &Budget) -> Result<Baseline, Code> {
     let mut files = Vec::new();
     let mut total = 0u64;
     for Listed { name, path: p, .. } in listing(path)? {
+        in_time(budget)?;
         let mut f = open(&p)?;
-        let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total)?;
+        let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total, budget)?;
         total += bytes;
         if total > TRANSCRIPT_MAX {
             return Err(Code::UsageTranscriptTooLarge);
@@ -299,7 +335,7 @@ pub struct Part {
 /// shorter or changed within its baselined bytes is
 /// `usage-transcript-rewritten`; a part that does not end with a newline is
 /// `usage-turn-incomplete`.
-pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Part>, Code> {
+pub fn appended(path: &Path, base: &Baseline, budget: &Budget) -> Result<Vec<Part>, Code> {
     let now = listing(path)?;
     for m in &base.files {
         if !now.iter().any(|f| f.name == m.name) {
@@ -315,20 +351,18 @@ pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Part>, Code> {
         ..
     } in now
     {
+        in_time(budget)?;
         let mark = base.files.iter().find(|m| m.name == name);
         let mut f = open(&p)?;
         if let Some(m) = mark {
-            let (sha, n) = hash_prefix(&mut f, m.bytes)?;
+            let (sha, n) = hash_prefix(&mut f, m.bytes, budget)?;
             if n != m.bytes || sha != m.sha256 {
                 return Err(Code::UsageTranscriptRewritten);
             }
         }
         let mut part = Vec::new();
         let room = APPENDED_MAX - read;
-        (&mut f)
-            .take(room + 1)
-            .read_to_end(&mut part)
-            .map_err(|e| io_code(&e))?;
+        read_up_to(&mut f, room + 1, &mut part, budget)?;
         read += part.len() as u64;
         if read > APPENDED_MAX {
             return Err(Code::UsageTranscriptTooLarge);
@@ -352,7 +386,12 @@ pub fn appended(path: &Path, base: &Baseline) -> Result<Vec<Part>, Code> {
 /// file's baselined bytes) to `f`, one at a time; a line longer than
 /// [`APPENDED_MAX`] is skipped. Used only when a file appeared during the
 /// turn, to know which replies it copied from before.
-pub fn history(path: &Path, base: &Baseline, f: &mut dyn FnMut(&[u8])) -> Result<(), Code> {
+pub fn history(
+    path: &Path,
+    base: &Baseline,
+    budget: &Budget,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<(), Code> {
     use std::io::BufRead;
     for Listed { name, path: p, .. } in listing(path)? {
         let Some(m) = base.files.iter().find(|m| m.name == name) else {
@@ -363,6 +402,7 @@ pub fn history(path: &Path, base: &Baseline, f: &mut dyn FnMut(&[u8])) -> Result
         let mut line = Vec::new();
         let mut skipping = false;
         loop {
+            in_time(budget)?;
             let buf = match r.fill_buf() {
                 Ok([]) => break,
                 Ok(b) => b,
@@ -399,6 +439,10 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    fn fresh() -> Budget {
+        Budget::start()
+    }
+
     fn append(p: &Path, s: &str) {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
@@ -416,17 +460,17 @@ mod tests {
     fn a_file_baselines_and_gives_what_was_appended() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("session.jsonl");
-        let empty = baseline(&p).unwrap();
+        let empty = baseline(&p, &fresh()).unwrap();
         assert!(
             empty.files.is_empty(),
             "a missing file is an empty transcript"
         );
         append(&p, "{\"a\":1}\n");
         assert_eq!(
-            bytes(appended(&p, &empty).unwrap()),
+            bytes(appended(&p, &empty, &fresh()).unwrap()),
             vec![b"{\"a\":1}\n".to_vec()]
         );
-        let b = baseline(&p).unwrap();
+        let b = baseline(&p, &fresh()).unwrap();
         assert_eq!(b.files.len(), 1);
         assert_eq!(b.files[0].bytes, 8);
         assert_eq!(b.files[0].name, name_digest(b"session.jsonl"));
@@ -436,14 +480,14 @@ mod tests {
             !text.contains("session") && !text.contains("\"a\""),
             "{text}"
         );
-        assert!(appended(&p, &b).unwrap().is_empty());
+        assert!(appended(&p, &b, &fresh()).unwrap().is_empty());
         append(&p, "{\"b\":2}\n");
         assert_eq!(
-            bytes(appended(&p, &b).unwrap()),
+            bytes(appended(&p, &b, &fresh()).unwrap()),
             vec![b"{\"b\":2}\n".to_vec()]
         );
         append(&p, "{\"c\":");
-        assert_eq!(appended(&p, &b), Err(Code::UsageTurnIncomplete));
+        assert_eq!(appended(&p, &b, &fresh()), Err(Code::UsageTurnIncomplete));
     }
 
     #[test]
@@ -451,16 +495,25 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");
         append(&p, "{\"a\":1}\n{\"b\":2}\n");
-        let b = baseline(&p).unwrap();
+        let b = baseline(&p, &fresh()).unwrap();
         // Same length, one byte changed.
         std::fs::write(&p, "{\"a\":3}\n{\"b\":2}\n{\"c\":1}\n").unwrap();
-        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+        assert_eq!(
+            appended(&p, &b, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
         // Shorter.
         std::fs::write(&p, "{\"a\":1}\n").unwrap();
-        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+        assert_eq!(
+            appended(&p, &b, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
         // Gone.
         std::fs::remove_file(&p).unwrap();
-        assert_eq!(appended(&p, &b), Err(Code::UsageTranscriptRewritten));
+        assert_eq!(
+            appended(&p, &b, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
     }
 
     #[test]
@@ -470,17 +523,20 @@ mod tests {
         append(&d.path().join("notes.txt"), "ignored\n");
         std::fs::create_dir(d.path().join("sub.jsonl")).unwrap();
         std::os::unix::fs::symlink(d.path().join("a.jsonl"), d.path().join("l.jsonl")).unwrap();
-        let b = baseline(d.path()).unwrap();
+        let b = baseline(d.path(), &fresh()).unwrap();
         assert_eq!(b.files.len(), 1);
         append(&d.path().join("a.jsonl"), "2\n");
         append(&d.path().join("b.jsonl"), "3\n");
         append(&d.path().join("notes.txt"), "more\n");
         assert_eq!(
-            bytes(appended(d.path(), &b).unwrap()),
+            bytes(appended(d.path(), &b, &fresh()).unwrap()),
             vec![b"2\n".to_vec(), b"3\n".to_vec()]
         );
         std::fs::remove_file(d.path().join("a.jsonl")).unwrap();
-        assert_eq!(appended(d.path(), &b), Err(Code::UsageTranscriptRewritten));
+        assert_eq!(
+            appended(d.path(), &b, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
     }
 
     #[test]
@@ -488,11 +544,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("pipe");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert_eq!(baseline(&fifo), Err(Code::UsageSourceFailed));
+        assert_eq!(baseline(&fifo, &fresh()), Err(Code::UsageSourceFailed));
         for i in 0..=FILES_MAX {
             append(&d.path().join(format!("{i}.jsonl")), "");
         }
-        assert_eq!(baseline(d.path()), Err(Code::UsageTranscriptTooLarge));
+        assert_eq!(
+            baseline(d.path(), &fresh()),
+            Err(Code::UsageTranscriptTooLarge)
+        );
         assert_eq!(
             Baseline::from_json(&json!({"files": [{"name": "x", "bytes": 1, "sha256": "y"}]})),
             None
@@ -512,14 +571,14 @@ mod tests {
         let other = d.path().join("s2").join("subagents");
         std::fs::create_dir_all(&other).unwrap();
         append(&other.join("agent-b.jsonl"), "b0\n");
-        let b = baseline(&main).unwrap();
+        let b = baseline(&main, &fresh()).unwrap();
         assert_eq!(b.files.len(), 2);
         assert_eq!(b.files[1].name, name_digest(b"s1/subagents/agent-a.jsonl"));
         append(&main, "m1\n");
         append(&sub.join("agent-a.jsonl"), "a1\n");
         append(&sub.join("agent-c.jsonl"), "c0\n");
         append(&other.join("agent-b.jsonl"), "b1\n");
-        let got = appended(&main, &b).unwrap();
+        let got = appended(&main, &b, &fresh()).unwrap();
         let want = [
             (&b"m1\n"[..], false, false),
             (&b"a1\n"[..], true, false),
@@ -533,11 +592,14 @@ mod tests {
             );
         }
         // The directory form: each session file with its subagents.
-        let b = baseline(d.path()).unwrap();
+        let b = baseline(d.path(), &fresh()).unwrap();
         assert_eq!(b.files.len(), 3, "s2 has no session file here");
         // A subagent file rewritten is a rewrite.
         std::fs::write(sub.join("agent-a.jsonl"), "zz\n").unwrap();
-        assert_eq!(appended(d.path(), &b), Err(Code::UsageTranscriptRewritten));
+        assert_eq!(
+            appended(d.path(), &b, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
     }
 
     #[test]
@@ -545,11 +607,31 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a.jsonl");
         append(&p, "one\ntwo\nthr");
-        let b = baseline(d.path()).unwrap();
+        let b = baseline(d.path(), &fresh()).unwrap();
         append(&p, "ee\nfour\n");
         append(&d.path().join("b.jsonl"), "new\n");
         let mut lines = Vec::new();
-        history(d.path(), &b, &mut |l| lines.push(l.to_vec())).unwrap();
+        history(d.path(), &b, &fresh(), &mut |l| lines.push(l.to_vec())).unwrap();
         assert_eq!(lines, vec![b"one".to_vec(), b"two".to_vec()]);
+    }
+
+    #[test]
+    fn a_read_past_its_budget_is_the_sources_failure() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.jsonl");
+        append(&p, "{\"a\":1}\n");
+        let b = baseline(&p, &fresh()).unwrap();
+        append(&p, "{\"b\":2}\n");
+        let gone = Budget::ending(std::time::Instant::now());
+        assert_eq!(baseline(&p, &gone), Err(Code::UsageSourceFailed));
+        assert_eq!(appended(&p, &b, &gone), Err(Code::UsageSourceFailed));
+        let mut seen = 0;
+        assert_eq!(
+            history(&p, &b, &gone, &mut |_| seen += 1),
+            Err(Code::UsageSourceFailed)
+        );
+        assert_eq!(seen, 0);
+        // The same reads within a budget.
+        assert_eq!(appended(&p, &b, &fresh()).unwrap().len(), 1);
     }
 }

@@ -217,7 +217,7 @@ impl Verb for Raise {
     /// the server never gets here with one (it stages it).
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         if let Some(job) = self.git_job(core, caller)? {
-            job.run()?;
+            job.run(crate::budget::Budget::start())?;
         }
         self.raise(core, caller)
     }

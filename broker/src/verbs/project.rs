@@ -140,7 +140,7 @@ pub fn cite_job(core: &Core, business: &str, project: &str, commit: &str) -> Res
 pub fn inline(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Value, Code> {
     let staged = prepare(core, caller, verb, args)?;
     let outcome = match staged.job {
-        Some(job) => job.run(),
+        Some(job) => job.run(crate::budget::Budget::start()),
         None => Ok(Done {
             reply: Value::Null,
             receipt: None,

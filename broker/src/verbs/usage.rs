@@ -11,6 +11,7 @@
 //! nothing and answers that record again, so nothing is charged twice.
 
 use super::{role_session, Args};
+use crate::budget::Budget;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::policy::usage::exact;
@@ -72,16 +73,17 @@ pub enum Worked {
 }
 
 impl Job {
-    /// Reads the transcript. Blocking: call it on a worker thread.
-    pub fn run(self) -> Worked {
+    /// Reads the transcript within `budget` (past it, the source failed).
+    /// Blocking: call it on a worker thread.
+    pub fn run(self, budget: Budget) -> Worked {
         match self {
             Job::Replay(v) => Worked::Replay(v),
             Job::Begin(t) => {
-                let r = usage::begin(&t.source, t.transcript.as_deref());
+                let r = usage::begin(&t.source, t.transcript.as_deref(), &budget);
                 Worked::Begun(t, r)
             }
             Job::End(t, base) => {
-                let r = usage::end(&t.source, t.transcript.as_deref(), base.as_ref());
+                let r = usage::end(&t.source, t.transcript.as_deref(), base.as_ref(), &budget);
                 Worked::Ended(t, r)
             }
         }
@@ -260,10 +262,10 @@ fn end_reply(t: &Turn, r: &UsageRecord) -> Value {
 /// transcript is read on the calling thread).
 pub fn begin_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
     let job = prepare(core, caller, "usage.begin", args)?;
-    finish(core, job.run())
+    finish(core, job.run(Budget::start()))
 }
 
 pub fn end_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
     let job = prepare(core, caller, "usage.end", args)?;
-    finish(core, job.run())
+    finish(core, job.run(Budget::start()))
 }

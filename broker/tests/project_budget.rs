@@ -1,0 +1,99 @@
+//! The commit primitive within a staged job's budget (`mosaic_bus::budget`),
+//! on a real repository with the real `git`: a job out of budget writes
+//! nothing; `update-ref`, the one step that writes, is not started with
+//! less than `REF_RESERVE` left; the same write within a fresh budget
+//! commits.
+
+use mosaic_bus::budget::Budget;
+use mosaic_bus::error::Code;
+use mosaic_bus::project::git::Git;
+use mosaic_bus::project::write::{commit_file, parse_path, Author, Write, REF_RESERVE};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn git(repo: &Path, args: &[&str], input: Option<&[u8]>) -> (bool, String) {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .current_dir(repo)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "pm.pm")
+        .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("git");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input.unwrap_or_default()).expect("stdin");
+    }
+    let out = child.wait_with_output().expect("git");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    (out.status.success(), text.trim().to_string())
+}
+
+fn ok(repo: &Path, args: &[&str]) -> String {
+    let (success, out) = git(repo, args, None);
+    assert!(success, "git {args:?}");
+    out
+}
+
+#[test]
+fn a_write_out_of_budget_writes_nothing_and_a_fresh_budget_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path();
+    ok(repo, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir(repo.join("docs")).expect("mkdir");
+    std::fs::write(repo.join("docs/plan.md"), "# Plan\n").expect("write");
+    ok(repo, &["add", "--", "docs/plan.md"]);
+    ok(repo, &["commit", "-q", "-m", "plan"]);
+    let start = ok(repo, &["rev-parse", "HEAD"]);
+
+    let content = b"# Plan\nv2\n";
+    let path = parse_path("docs/plan.md").expect("path");
+    let author = Author::human("acme", "Ada");
+    let w = Write {
+        path: &path,
+        content,
+        author: &author,
+        message: "project.file.save docs/plan.md",
+        base: None,
+    };
+    let (_, blob) = git(repo, &["hash-object", "--stdin"], Some(content));
+    let stored = |sha: &str| git(repo, &["cat-file", "-e", sha], None).0;
+
+    // Passed before the job ran: no `git` is started, not even the blob's.
+    let gone = Git::new(None).within(Budget::ending(Instant::now()));
+    assert_eq!(commit_file(&gone, repo, &w), Err(Code::ProjectUnavailable));
+    assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
+    assert!(!stored(&blob), "no object written");
+
+    // Less than the reserve left: whatever runs before `update-ref` may
+    // leave unreferenced objects, but HEAD does not move.
+    let late = Budget::ending(Instant::now() + REF_RESERVE - Duration::from_millis(500));
+    let short = Git::new(None).within(late);
+    assert_eq!(commit_file(&short, repo, &w), Err(Code::ProjectUnavailable));
+    assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
+    assert_eq!(
+        ok(repo, &["log", "--format=%H", "main"]).lines().count(),
+        1,
+        "the branch holds the first commit only"
+    );
+
+    // The lock was let go and nothing was left in the way: a fresh budget
+    // makes the commit.
+    let fresh = Git::new(None).within(Budget::start());
+    let done = commit_file(&fresh, repo, &w).expect("commit");
+    assert_eq!(done.previous, start);
+    assert_eq!(ok(repo, &["rev-parse", "HEAD"]), done.commit);
+    assert_eq!(
+        ok(repo, &["show", "HEAD:docs/plan.md"]),
+        "# Plan\nv2".to_string()
+    );
+}
