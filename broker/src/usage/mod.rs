@@ -10,6 +10,7 @@
 
 pub mod claude_code;
 pub mod pi;
+pub mod prefilter;
 pub mod transcript;
 
 use crate::budget::Budget;
@@ -83,6 +84,13 @@ pub trait Source: Sync {
     /// that is neither a model reply nor a stop marker; `Err`: a line the
     /// source can't read (`usage-parse-failed`).
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code>;
+    /// A string that every line [`Source::entry`] reads as a reply with
+    /// this `id` holds in one of its JSON string values (the id as the line
+    /// spells it, or a prefix of that): what [`prefilter::IdFilter`]
+    /// searches the history's bytes for.
+    fn needle<'a>(&self, id: &'a str) -> &'a str {
+        id
+    }
 }
 
 static SOURCES: &[&dyn Source] = &[&claude_code::ClaudeCode, &pi::Pi];
@@ -183,7 +191,10 @@ pub fn outcome_of(
 /// The ids among the replies in `parts` that the transcript's history
 /// (its baselined bytes) already holds. Only the turn's own ids are kept,
 /// so memory follows the turn, not the history; a history line the source
-/// can't read is no reply.
+/// can't read is no reply. A history line is parsed only when its bytes may
+/// hold one of those ids ([`prefilter::IdFilter`]): the history is the
+/// whole session, read on every turn's end, and nearly none of its lines
+/// can be one of the turn's replies.
 fn already_charged(
     source: &dyn Source,
     path: &Path,
@@ -203,7 +214,11 @@ fn already_charged(
     if ids.is_empty() || baseline.files.is_empty() {
         return Ok(charged);
     }
+    let filter = prefilter::IdFilter::new(ids.iter().map(|id| source.needle(id)));
     transcript::history(path, baseline, budget, &mut |line| {
+        if !filter.may_hold(line) {
+            return;
+        }
         if let Ok(Some(Line::Reply(e))) = source.entry(line) {
             if ids.contains(&e.id) {
                 charged.insert(e.id);
@@ -259,6 +274,131 @@ mod tests {
         assert_eq!(
             end("pi", Some(Path::new("/x")), None, &b),
             Err(Code::UsageBaselineMissing)
+        );
+    }
+
+    use serde_json::json;
+    use std::io::Write;
+
+    fn append(p: &Path, lines: &[String]) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+
+    /// A Claude Code reply line that ends the turn, `input` tokens in.
+    fn cc(id: &str, input: u64) -> String {
+        json!({"type": "assistant", "message": {"id": id, "model": "m", "stop_reason": "end_turn",
+               "content": [{"type": "text"}],
+               "usage": {"input_tokens": input, "output_tokens": 1}}})
+        .to_string()
+    }
+
+    /// `end` of the turn that appends `turn` to a session file holding
+    /// `history`, or (`resumed`) writes `history` and `turn` to a new file
+    /// beside it, as a resumed session does.
+    fn ended(
+        harness: &str,
+        history: &[String],
+        turn: &[String],
+        resumed: bool,
+    ) -> Result<u64, Code> {
+        let d = tempfile::tempdir().unwrap();
+        let s1 = d.path().join("s1.jsonl");
+        append(&s1, history);
+        let budget = Budget::start();
+        let base = begin(harness, Some(d.path()), &budget).unwrap();
+        let to = if resumed {
+            let s2 = d.path().join("s2.jsonl");
+            append(&s2, history);
+            s2
+        } else {
+            s1
+        };
+        append(&to, turn);
+        end(harness, Some(d.path()), Some(&base), &budget).map(|r| r.tokens.input)
+    }
+
+    #[test]
+    fn an_id_the_history_only_mentions_is_not_a_reply_it_held() {
+        // The id in a user's text, in a tool result, and in another
+        // reply's text: none of those lines is the reply.
+        let history = [
+            json!({"type": "user", "message": {"content": "what was msg_01X about?"}}).to_string(),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result",
+                   "content": "{\"id\":\"msg_01X\"}"}]}})
+            .to_string(),
+            json!({"type": "assistant", "message": {"id": "msg_01W", "model": "m",
+                   "stop_reason": "end_turn", "content": [{"type": "text", "text": "msg_01X"}],
+                   "usage": {"input_tokens": 5, "output_tokens": 1}}})
+            .to_string(),
+        ];
+        assert_eq!(
+            ended("claude-code", &history, &[cc("msg_01X", 7)], false),
+            Ok(7)
+        );
+        // The reply itself in the history: a copy, charged before.
+        let held = [history[0].clone(), cc("msg_01X", 7)];
+        assert_eq!(
+            ended("claude-code", &held, &[cc("msg_01X", 7)], true),
+            Err(Code::UsageTurnIncomplete)
+        );
+    }
+
+    #[test]
+    fn a_held_reply_is_found_whatever_escapes_spell_its_id() {
+        // JSON may spell any character as `\uXXXX` and `/` as `\/`.
+        let spelled = [
+            (r"msg\u005f01X", "msg_01X"),
+            (r"\u006d\u0073\u0067_01X", "msg_01X"),
+            (r"msg_01\u00e9", "msg_01\u{e9}"),
+            (r"msg_01\/X", "msg_01/X"),
+        ];
+        for (written, id) in spelled {
+            let old = cc("PLACEHOLDER", 7).replace("PLACEHOLDER", written);
+            let turn = [cc(id, 7), cc("msg_01Y", 3)];
+            assert_eq!(
+                ended("claude-code", std::slice::from_ref(&old), &turn, true),
+                Ok(3),
+                "{old}"
+            );
+        }
+    }
+
+    #[test]
+    fn many_ids_are_looked_up_as_well_as_a_few() {
+        // More ids than the finders take: the automaton's path.
+        let ids: Vec<String> = (0..20).map(|i| format!("msg_01N{i:02}")).collect();
+        let turn: Vec<String> = ids.iter().map(|id| cc(id, 1)).collect();
+        let history = [cc(&ids[3], 1), cc(&ids[19], 1), cc("msg_01Other", 1)];
+        assert_eq!(ended("claude-code", &history, &turn, true), Ok(18));
+    }
+
+    #[test]
+    fn a_pi_reply_held_under_a_differently_split_id_is_still_held() {
+        // pi's reply id is the entry id and the timestamp joined by a
+        // space, so `a` at `b c` and `a b` at `c` are one reply.
+        let reply = |id: &str, ts: &str| {
+            json!({"type": "message", "id": id, "timestamp": ts,
+                   "message": {"role": "assistant", "stopReason": "stop",
+                               "usage": {"input": 4, "output": 1, "cacheRead": 0, "cacheWrite": 0}}})
+            .to_string()
+        };
+        let mut other = reply("z9", "t");
+        other = other.replace("\"input\":4", "\"input\":2");
+        assert_eq!(
+            ended(
+                "pi",
+                &[reply("a", "b c")],
+                &[reply("a b", "c"), other],
+                true
+            ),
+            Ok(2)
         );
     }
 

@@ -67,6 +67,13 @@ impl Source for Pi {
             sidechain: false,
         })))
     }
+
+    /// A reply's id is its entry `id`, then a space and its `timestamp`
+    /// when it has one; the entry `id` may hold spaces itself, so what a
+    /// line surely holds is the id up to its first space.
+    fn needle<'a>(&self, id: &'a str) -> &'a str {
+        id.split_once(' ').map_or(id, |(head, _)| head)
+    }
 }
 
 #[cfg(test)]

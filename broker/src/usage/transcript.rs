@@ -382,53 +382,84 @@ pub fn appended(path: &Path, base: &Baseline, budget: &Budget) -> Result<Vec<Par
     Ok(parts)
 }
 
+/// Splits a stream of bytes into whole lines (without their newline) and
+/// hands each to a callback, in place where it can: a line is copied only
+/// when it spans two reads. A line longer than `cap` is skipped; bytes
+/// after the last newline are no line.
+struct Lines {
+    cap: usize,
+    /// The start of a line the last read cut.
+    carry: Vec<u8>,
+    /// The line being read is past the cap: drop it up to its newline.
+    skipping: bool,
+}
+
+impl Lines {
+    fn new(cap: usize) -> Lines {
+        Lines {
+            cap,
+            carry: Vec::new(),
+            skipping: false,
+        }
+    }
+
+    fn feed(&mut self, mut bytes: &[u8], f: &mut dyn FnMut(&[u8])) {
+        while let Some(i) = memchr::memchr(b'\n', bytes) {
+            let head = &bytes[..i];
+            if self.skipping {
+                // The rest of an over-long line.
+            } else if self.carry.is_empty() {
+                if head.len() <= self.cap {
+                    f(head);
+                }
+            } else if self.carry.len() + head.len() <= self.cap {
+                self.carry.extend_from_slice(head);
+                f(&self.carry);
+            }
+            self.carry.clear();
+            self.skipping = false;
+            bytes = &bytes[i + 1..];
+        }
+        if !self.skipping {
+            if self.carry.len() + bytes.len() <= self.cap {
+                self.carry.extend_from_slice(bytes);
+            } else {
+                self.carry = Vec::new();
+                self.skipping = true;
+            }
+        }
+    }
+}
+
+/// How much of a file one read takes while its history is scanned.
+const SCAN_CHUNK: usize = 64 * 1024;
+
 /// Hands each whole line of the transcript's history (every baselined
 /// file's baselined bytes) to `f`, one at a time; a line longer than
-/// [`APPENDED_MAX`] is skipped. Used only when a file appeared during the
-/// turn, to know which replies it copied from before.
+/// [`APPENDED_MAX`] is skipped. `usage.end` uses it to know which of a
+/// turn's replies the history already held.
 pub fn history(
     path: &Path,
     base: &Baseline,
     budget: &Budget,
     f: &mut dyn FnMut(&[u8]),
 ) -> Result<(), Code> {
-    use std::io::BufRead;
+    let mut buf = vec![0u8; SCAN_CHUNK];
     for Listed { name, path: p, .. } in listing(path)? {
         let Some(m) = base.files.iter().find(|m| m.name == name) else {
             continue;
         };
-        let file = open(&p)?;
-        let mut r = std::io::BufReader::with_capacity(64 * 1024, file.take(m.bytes));
-        let mut line = Vec::new();
-        let mut skipping = false;
+        let mut r = open(&p)?.take(m.bytes);
+        let mut lines = Lines::new(APPENDED_MAX as usize);
         loop {
             in_time(budget)?;
-            let buf = match r.fill_buf() {
-                Ok([]) => break,
-                Ok(b) => b,
+            let k = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(io_code(&e)),
             };
-            let (chunk, end) = match buf.iter().position(|b| *b == b'\n') {
-                Some(i) => (&buf[..i], true),
-                None => (buf, false),
-            };
-            if !skipping {
-                line.extend_from_slice(chunk);
-                if line.len() as u64 > APPENDED_MAX {
-                    line.clear();
-                    skipping = true;
-                }
-            }
-            let used = chunk.len() + usize::from(end);
-            r.consume(used);
-            if end {
-                if !skipping {
-                    f(&line);
-                }
-                line.clear();
-                skipping = false;
-            }
+            lines.feed(&buf[..k], f);
         }
     }
     Ok(())
@@ -600,6 +631,21 @@ mod tests {
             appended(d.path(), &b, &fresh()),
             Err(Code::UsageTranscriptRewritten)
         );
+    }
+
+    #[test]
+    fn lines_are_whole_across_reads_and_long_ones_are_skipped() {
+        let text = b"ab\ncdefgh\n\nijklmnopq\nrs\ntu";
+        let want: Vec<&[u8]> = vec![b"ab", b"cdefgh", b"", b"rs"];
+        // Every way of cutting the text into reads of one size.
+        for size in 1..=text.len() {
+            let mut got = Vec::new();
+            let mut lines = Lines::new(6);
+            for chunk in text.chunks(size) {
+                lines.feed(chunk, &mut |l| got.push(l.to_vec()));
+            }
+            assert_eq!(got, want, "reads of {size}");
+        }
     }
 
     #[test]
