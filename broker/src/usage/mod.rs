@@ -126,70 +126,152 @@ pub fn outcome_of(
     parts: &[Part],
     charged: &HashSet<String>,
 ) -> Result<Reading, Code> {
-    let mut replies: HashMap<String, Entry> = HashMap::new();
-    // Per session file that gained a reply of its own: its last one, and
-    // whether the turn was stopped after it.
-    let mut closers: Vec<(String, bool)> = Vec::new();
-    // The last reply that names a model: the session's own, else a
-    // subagent's.
-    let mut named: Option<String> = None;
-    let mut named_side: Option<String> = None;
-    for part in parts {
-        let mut closer: Option<(String, bool)> = None;
-        for line in part.bytes.split(|b| *b == b'\n') {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let e = match source.entry(line)? {
-                Some(Line::Reply(e)) => e,
-                Some(Line::Interrupted { sidechain }) => {
-                    if let (Some(c), false) = (closer.as_mut(), part.subagent || sidechain) {
-                        c.1 = true;
-                    }
-                    continue;
-                }
-                None => continue,
-            };
-            if charged.contains(&e.id) {
-                continue;
-            }
-            let own = !part.subagent && !e.sidechain;
-            if own {
-                closer = Some((e.id.clone(), false));
-            }
-            if e.model.is_some() {
-                *(if own { &mut named } else { &mut named_side }) = Some(e.id.clone());
-            }
-            replies.insert(e.id.clone(), e);
-        }
-        closers.extend(closer);
-    }
-    if closers.is_empty() {
-        return Err(Code::UsageTurnIncomplete);
-    }
-    for (id, stopped) in &closers {
-        if !stopped && !replies.get(id).is_some_and(|e| e.last) {
-            return Err(Code::UsageTurnIncomplete);
-        }
-    }
-    let closing = named
-        .or(named_side)
-        .and_then(|id| replies.get(&id))
-        .map(|e| (e.provider.clone(), e.model.clone()));
-    let (provider, model) = closing.unwrap_or_default();
-    let mut tokens = Tokens::default();
-    for e in replies.values() {
-        add(&mut tokens, &e.tokens)?;
-    }
-    Ok(Reading {
-        provider,
-        model,
-        tokens,
+    Turn::read(source, parts).outcome(charged)
+}
+
+/// The lines of `bytes` split at each newline, as `split` would (the
+/// piece after the last newline included), found with `memchr`.
+fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    ends.map(move |end| {
+        let line = bytes.get(start..end).unwrap_or_default();
+        start = end + 1;
+        line
     })
 }
 
-/// The ids among the replies in `parts` that the transcript's history
-/// (its baselined bytes) already holds. Only the turn's own ids are kept,
+/// What one line of a turn said, in order, as [`Turn::outcome`] needs it
+/// once it knows which ids the history held.
+enum Event {
+    /// A line of the reply `id` (an index into [`Turn::ids`]); `own`: the
+    /// session's (not a subagent's); `named`: this line names a model.
+    Reply { id: usize, own: bool, named: bool },
+    /// The harness wrote that the turn was stopped; `own` as above.
+    Stopped { own: bool },
+}
+
+/// A turn's appended lines, each parsed once: `usage.end` needs the reply
+/// ids before it can look them up in the history, and the sums after.
+/// Memory follows the replies: one entry per id (the last line's) and a
+/// small event per reply or stop line; other lines leave nothing.
+struct Turn {
+    /// Each reply id, by first appearance, with its last line's entry.
+    ids: HashMap<String, usize>,
+    entries: Vec<Entry>,
+    /// Per part, its events in order.
+    events: Vec<Vec<Event>>,
+    /// The first line the source could not read: the turn's outcome.
+    failed: Option<Code>,
+}
+
+impl Turn {
+    fn read(source: &dyn Source, parts: &[Part]) -> Turn {
+        let mut t = Turn {
+            ids: HashMap::new(),
+            entries: Vec::new(),
+            events: Vec::with_capacity(parts.len()),
+            failed: None,
+        };
+        for part in parts {
+            let mut events = Vec::new();
+            for line in lines_of(&part.bytes) {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match source.entry(line) {
+                    Ok(Some(Line::Reply(e))) => {
+                        let own = !part.subagent && !e.sidechain;
+                        let named = e.model.is_some();
+                        let id = match t.ids.get(&e.id) {
+                            Some(&i) => {
+                                t.entries[i] = e;
+                                i
+                            }
+                            None => {
+                                t.ids.insert(e.id.clone(), t.entries.len());
+                                t.entries.push(e);
+                                t.entries.len() - 1
+                            }
+                        };
+                        events.push(Event::Reply { id, own, named });
+                    }
+                    Ok(Some(Line::Interrupted { sidechain })) => events.push(Event::Stopped {
+                        own: !part.subagent && !sidechain,
+                    }),
+                    Ok(None) => {}
+                    Err(c) => {
+                        t.failed.get_or_insert(c);
+                    }
+                }
+            }
+            t.events.push(events);
+        }
+        t
+    }
+
+    /// The reading (see [`outcome_of`]), the replies in `charged` left out.
+    fn outcome(&self, charged: &HashSet<String>) -> Result<Reading, Code> {
+        if let Some(c) = self.failed {
+            return Err(c);
+        }
+        let counts = |id: usize| !charged.contains(&self.entries[id].id);
+        // Per session file that gained a reply of its own: its last one,
+        // and whether the turn was stopped after it.
+        let mut closers: Vec<(usize, bool)> = Vec::new();
+        // The last reply that names a model: the session's own, else a
+        // subagent's.
+        let mut named_own: Option<usize> = None;
+        let mut named_side: Option<usize> = None;
+        for events in &self.events {
+            let mut closer: Option<(usize, bool)> = None;
+            for ev in events {
+                match *ev {
+                    Event::Stopped { own } => {
+                        if let (Some(c), true) = (closer.as_mut(), own) {
+                            c.1 = true;
+                        }
+                    }
+                    Event::Reply { id, own, named } if counts(id) => {
+                        if own {
+                            closer = Some((id, false));
+                        }
+                        if named {
+                            *(if own { &mut named_own } else { &mut named_side }) = Some(id);
+                        }
+                    }
+                    Event::Reply { .. } => {}
+                }
+            }
+            closers.extend(closer);
+        }
+        if closers.is_empty() {
+            return Err(Code::UsageTurnIncomplete);
+        }
+        for &(id, stopped) in &closers {
+            if !stopped && !self.entries[id].last {
+                return Err(Code::UsageTurnIncomplete);
+            }
+        }
+        let closing = named_own
+            .or(named_side)
+            .map(|id| &self.entries[id])
+            .map(|e| (e.provider.clone(), e.model.clone()));
+        let (provider, model) = closing.unwrap_or_default();
+        let mut tokens = Tokens::default();
+        for (_, e) in self.entries.iter().enumerate().filter(|(i, _)| counts(*i)) {
+            add(&mut tokens, &e.tokens)?;
+        }
+        Ok(Reading {
+            provider,
+            model,
+            tokens,
+        })
+    }
+}
+
+/// The ids among the turn's replies that the transcript's history (its
+/// baselined bytes) already holds. Only the turn's own ids are kept,
 /// so memory follows the turn, not the history; a history line the source
 /// can't read is no reply. A history line is parsed only when its bytes may
 /// hold one of those ids ([`prefilter::IdFilter`]): the history is the
@@ -199,28 +281,21 @@ fn already_charged(
     source: &dyn Source,
     path: &Path,
     baseline: &Baseline,
-    parts: &[Part],
+    turn: &Turn,
     budget: &Budget,
 ) -> Result<HashSet<String>, Code> {
-    let mut ids = HashSet::new();
-    for part in parts {
-        for line in part.bytes.split(|b| *b == b'\n') {
-            if let Ok(Some(Line::Reply(e))) = source.entry(line) {
-                ids.insert(e.id);
-            }
-        }
-    }
+    let ids = &turn.ids;
     let mut charged = HashSet::new();
     if ids.is_empty() || baseline.files.is_empty() {
         return Ok(charged);
     }
-    let filter = prefilter::IdFilter::new(ids.iter().map(|id| source.needle(id)));
+    let filter = prefilter::IdFilter::new(ids.keys().map(|id| source.needle(id)));
     transcript::history(path, baseline, budget, &mut |line| {
         if !filter.may_hold(line) {
             return;
         }
         if let Ok(Some(Line::Reply(e))) = source.entry(line) {
-            if ids.contains(&e.id) {
+            if ids.contains_key(&e.id) {
                 charged.insert(e.id);
             }
         }
@@ -248,8 +323,9 @@ pub fn end(
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
     let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
     let parts = transcript::appended(path, baseline, budget)?;
-    let charged = already_charged(source, path, baseline, &parts, budget)?;
-    outcome_of(source, &parts, &charged)
+    let turn = Turn::read(source, &parts);
+    let charged = already_charged(source, path, baseline, &turn, budget)?;
+    turn.outcome(&charged)
 }
 
 #[cfg(test)]
@@ -400,6 +476,14 @@ mod tests {
             ),
             Ok(2)
         );
+    }
+
+    #[test]
+    fn lines_split_as_split_does() {
+        for text in [&b""[..], b"\n", b"a", b"a\n", b"a\nbc\n\nd", b"\n\nx\n"] {
+            let want: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+            assert_eq!(lines_of(text).collect::<Vec<_>>(), want);
+        }
     }
 
     #[test]
