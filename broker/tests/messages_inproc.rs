@@ -529,8 +529,9 @@ fn tester_rules() {
     let r = e.ok(&tester(), "replies", json!({"id": t["id"]}));
     assert_eq!(r[0]["id"], reply["id"]);
 
-    // Verbs outside the tester's set; a human-only verb's own row names
-    // human-required, and that wins over tester-refused (docs/decisions.md).
+    // Verbs outside the tester's set are tester-refused (L218), human-only
+    // ones too; a row that names human-required for the tester
+    // (instances, L214) wins over it (docs/decisions.md).
     let r0 = e.refusals().len();
     for (verb, code) in [
         ("state", Code::TesterRefused),
@@ -538,8 +539,9 @@ fn tester_rules() {
         ("role.claim", Code::TesterRefused),
         ("event.emit", Code::TesterRefused),
         ("credentials", Code::TesterRefused),
-        ("launch.revoke", Code::HumanRequired),
-        ("launch.restore", Code::HumanRequired),
+        ("launch.revoke", Code::TesterRefused),
+        ("launch.restore", Code::TesterRefused),
+        ("instances", Code::HumanRequired),
     ] {
         assert_eq!(e.call(&tester(), verb, Value::Null), Err(code), "{verb}");
         // Each on record against the tester.
@@ -548,7 +550,7 @@ fn tester_rules() {
             Some(&json!(["tester", "tester-cli", null, verb, code.as_str()]))
         );
     }
-    assert_eq!(e.refusals().len(), r0 + 7);
+    assert_eq!(e.refusals().len(), r0 + 8);
     for verb in ["inbox", "agents", "tasks", "messages"] {
         e.ok(&tester(), verb, Value::Null);
     }
