@@ -77,6 +77,15 @@ impl Output {
     pub fn ok(&self) -> bool {
         self.code == Some(0)
     }
+
+    /// What the command printed, as UTF-8, when it exited 0; anything else
+    /// is `project-unavailable`.
+    pub fn text(self) -> Result<String, Code> {
+        if !self.ok() {
+            return Err(Code::ProjectUnavailable);
+        }
+        String::from_utf8(self.stdout).map_err(|_| Code::ProjectUnavailable)
+    }
 }
 
 impl Git {

@@ -221,10 +221,7 @@ fn last_change(
         ],
         None,
     )?;
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = out.text()?;
     let mut f = text.trim_end_matches('\n').splitn(3, '\n');
     match (f.next(), f.next(), f.next()) {
         (Some(c), Some(a), Some(t)) if is_full_sha(c) => Ok((c.into(), a.into(), t.into())),
@@ -252,10 +249,7 @@ fn files(git: &Git, repo: &std::path::Path, project: &str) -> Result<Value, Code
         ],
         None,
     )?;
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = out.text()?;
     let mut paths = Vec::new();
     for rec in text.split('\0').filter(|r| !r.is_empty()) {
         let Some((meta, path)) = rec.split_once('\t') else {
@@ -279,19 +273,25 @@ fn files(git: &Git, repo: &std::path::Path, project: &str) -> Result<Value, Code
     Ok(json!({"project": project, "head": tip, "files": list, "truncated": truncated}))
 }
 
-/// `project.file`: one committed spec or docs file at `HEAD`.
-fn file(git: &Git, repo: &std::path::Path, path: &RecordPath) -> Result<Value, Code> {
-    let tip = head(git, repo)?;
-    let (blob, _) =
-        write::committed_blob(git, repo, &tip, path)?.ok_or(Code::ProjectFileMissing)?;
-    let out = git.run(repo, &["cat-file", "blob", &blob], None)?;
+/// The text of blob `object`: at most `FILE_MAX` bytes of UTF-8, else
+/// `project-file-invalid`.
+fn blob_text(git: &Git, repo: &std::path::Path, object: &str) -> Result<String, Code> {
+    let out = git.run(repo, &["cat-file", "blob", object], None)?;
     if !out.ok() {
         return Err(Code::ProjectUnavailable);
     }
     if out.stdout.len() > FILE_MAX {
         return Err(Code::ProjectFileInvalid);
     }
-    let content = String::from_utf8(out.stdout).map_err(|_| Code::ProjectFileInvalid)?;
+    String::from_utf8(out.stdout).map_err(|_| Code::ProjectFileInvalid)
+}
+
+/// `project.file`: one committed spec or docs file at `HEAD`.
+fn file(git: &Git, repo: &std::path::Path, path: &RecordPath) -> Result<Value, Code> {
+    let tip = head(git, repo)?;
+    let (blob, _) =
+        write::committed_blob(git, repo, &tip, path)?.ok_or(Code::ProjectFileMissing)?;
+    let content = blob_text(git, repo, &blob)?;
     let (commit, author, at) = last_change(git, repo, &tip, &path.path)?;
     Ok(json!({
         "path": path.path, "head": tip, "commit": commit,
@@ -434,10 +434,7 @@ pub fn spec_snapshot(
         ],
         None,
     )?;
-    if !log.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(log.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = log.text()?;
     let mut history = Vec::new();
     for rec in text.split('\0').filter(|r| !r.is_empty()) {
         let mut f = rec.trim_start_matches('\n').splitn(4, '\n');
@@ -465,14 +462,7 @@ pub fn spec_snapshot(
     let spec = write::parse_path(SPEC_PATH)?;
     let (object, _) =
         write::committed_blob(git, repo, &at, &spec)?.ok_or(Code::ProjectFileMissing)?;
-    let blob = git.run(repo, &["cat-file", "blob", &object], None)?;
-    if !blob.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    if blob.stdout.len() > FILE_MAX {
-        return Err(Code::ProjectFileInvalid);
-    }
-    let content = String::from_utf8(blob.stdout).map_err(|_| Code::ProjectFileInvalid)?;
+    let content = blob_text(git, repo, &object)?;
     Ok(Snapshot {
         head: at,
         commit: last.commit.clone(),

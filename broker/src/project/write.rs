@@ -240,10 +240,7 @@ fn entries(git: &Git, repo: &Path, commit: &str, rp: &RecordPath) -> Result<Vec<
         ],
         None,
     )?;
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = out.text()?;
     let mut list = Vec::new();
     for rec in text.split('\0').filter(|r| !r.is_empty()) {
         let (meta, path) = rec.split_once('\t').ok_or(Code::ProjectUnavailable)?;
@@ -314,10 +311,7 @@ pub(crate) fn file_commit(
         ],
         None,
     )?;
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = out.text()?;
     let sha = text.trim_end();
     if sha.is_empty() {
         return Ok(None);
@@ -329,10 +323,7 @@ pub(crate) fn file_commit(
 }
 
 fn one_sha(out: super::git::Output) -> Result<String, Code> {
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
+    let text = out.text()?;
     let sha = text.trim_end();
     if !is_full_sha(sha) {
         return Err(Code::ProjectUnavailable);
