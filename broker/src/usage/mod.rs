@@ -166,11 +166,11 @@ struct Turn {
 }
 
 impl Turn {
-    fn read(source: &dyn Source, parts: &[Part]) -> Turn {
+    fn read<'a>(source: &dyn Source, parts: impl IntoIterator<Item = &'a Part>) -> Turn {
         let mut t = Turn {
             ids: HashMap::new(),
             entries: Vec::new(),
-            events: Vec::with_capacity(parts.len()),
+            events: Vec::new(),
             failed: None,
         };
         for part in parts {
@@ -270,39 +270,6 @@ impl Turn {
     }
 }
 
-/// The ids among the turn's replies that the transcript's history (its
-/// baselined bytes) already holds. Only the turn's own ids are kept,
-/// so memory follows the turn, not the history; a history line the source
-/// can't read is no reply. A history line is parsed only when its bytes may
-/// hold one of those ids ([`prefilter::IdFilter`]): the history is the
-/// whole session, read on every turn's end, and nearly none of its lines
-/// can be one of the turn's replies.
-fn already_charged(
-    source: &dyn Source,
-    path: &Path,
-    baseline: &Baseline,
-    turn: &Turn,
-    budget: &Budget,
-) -> Result<HashSet<String>, Code> {
-    let ids = &turn.ids;
-    let mut charged = HashSet::new();
-    if ids.is_empty() || baseline.files.is_empty() {
-        return Ok(charged);
-    }
-    let filter = prefilter::IdFilter::new(ids.keys().map(|id| source.needle(id)));
-    transcript::history(path, baseline, budget, &mut |line| {
-        if !filter.may_hold(line) {
-            return;
-        }
-        if let Ok(Some(Line::Reply(e))) = source.entry(line) {
-            if ids.contains_key(&e.id) {
-                charged.insert(e.id);
-            }
-        }
-    })?;
-    Ok(charged)
-}
-
 /// What `usage.begin` found for one source: a baseline to store, or the
 /// code the turn is settled unknown with at once.
 pub fn begin(harness: &str, transcript: Option<&Path>, budget: &Budget) -> Result<Baseline, Code> {
@@ -322,9 +289,31 @@ pub fn end(
     let source = source_for(harness).ok_or(Code::UsageSourceAbsent)?;
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
     let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
-    let parts = transcript::appended(path, baseline, budget)?;
-    let turn = Turn::read(source, &parts);
-    let charged = already_charged(source, path, baseline, &turn, budget)?;
+    let files = transcript::open_turn(path, baseline, budget)?;
+    let turn = Turn::read(source, files.parts());
+    // The turn's reply ids the history (the baselined bytes, read anyway
+    // to see a rewrite) already holds: those replies were written before
+    // the turn (a resumed or forked session copies them into a new file).
+    // Only the turn's ids are kept, so memory follows the turn; a history
+    // line is parsed only when its bytes may hold one of them
+    // (`prefilter`), and one the source can't read is no reply.
+    let mut charged = HashSet::new();
+    if turn.ids.is_empty() {
+        files.check(budget, None)?;
+    } else {
+        let filter = prefilter::IdFilter::new(turn.ids.keys().map(|id| source.needle(id)));
+        let mut scan = |line: &[u8]| {
+            if !filter.may_hold(line) {
+                return;
+            }
+            if let Ok(Some(Line::Reply(e))) = source.entry(line) {
+                if turn.ids.contains_key(&e.id) {
+                    charged.insert(e.id);
+                }
+            }
+        };
+        files.check(budget, Some(&mut scan))?;
+    }
     turn.outcome(&charged)
 }
 

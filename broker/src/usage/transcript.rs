@@ -257,8 +257,13 @@ fn open(path: &Path) -> Result<File, Code> {
 }
 
 /// Hashes up to `limit` bytes of `r`; returns the digest and how many bytes
-/// there were.
-fn hash_prefix(r: &mut impl Read, limit: u64, budget: &Budget) -> Result<(String, u64), Code> {
+/// there were. Each chunk read is also handed to `seen`.
+fn hash_prefix(
+    r: &mut impl Read,
+    limit: u64,
+    budget: &Budget,
+    seen: &mut dyn FnMut(&[u8]),
+) -> Result<(String, u64), Code> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut n = 0u64;
@@ -272,6 +277,7 @@ fn hash_prefix(r: &mut impl Read, limit: u64, budget: &Budget) -> Result<(String
             Err(e) => return Err(io_code(&e)),
         };
         h.update(&buf[..k]);
+        seen(&buf[..k]);
         n += k as u64;
     }
     Ok((hex(&h.finalize()), n))
@@ -305,7 +311,7 @@ pub fn baseline(path: &Path, budget: &Budget) -> Result<Baseline, Code> {
     for Listed { name, path: p, .. } in listing(path)? {
         in_time(budget)?;
         let mut f = open(&p)?;
-        let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total, budget)?;
+        let (sha256, bytes) = hash_prefix(&mut f, TRANSCRIPT_MAX + 1 - total, budget, &mut |_| {})?;
         total += bytes;
         if total > TRANSCRIPT_MAX {
             return Err(Code::UsageTranscriptTooLarge);
@@ -336,13 +342,58 @@ pub struct Part {
 /// `usage-transcript-rewritten`; a part that does not end with a newline is
 /// `usage-turn-incomplete`.
 pub fn appended(path: &Path, base: &Baseline, budget: &Budget) -> Result<Vec<Part>, Code> {
+    open_turn(path, base, budget)?.check(budget, None)
+}
+
+/// Hands each whole line of the transcript's history (every baselined
+/// file's baselined bytes) to `f`, one at a time, while checking the turn
+/// as [`appended`] does (what `f` saw stands only if this is `Ok`); a line
+/// longer than [`APPENDED_MAX`] is skipped.
+pub fn history(
+    path: &Path,
+    base: &Baseline,
+    budget: &Budget,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<(), Code> {
+    open_turn(path, base, budget)?.check(budget, Some(f))?;
+    Ok(())
+}
+
+/// What is handed each whole line of the history.
+pub type LineScan<'a> = dyn FnMut(&[u8]) + 'a;
+
+/// One file of a transcript opened for a turn's end.
+struct Opened {
+    /// Its baselined length and digest; `None`: it appeared during the turn.
+    mark: Option<Mark>,
+    /// The file, or the code opening it failed with.
+    file: Result<File, Code>,
+    /// What the turn appended to it, or the code reading that failed with;
+    /// `Ok(None)` once the turn's appended bytes passed [`APPENDED_MAX`].
+    tail: Result<Option<Part>, Code>,
+}
+
+/// A transcript at a turn's end: what each file gained, read before any
+/// file is checked, so the turn's reply ids are known while the history
+/// is hashed; [`TurnFiles::check`] then checks the files in order and hands the
+/// history's lines to a scan in the same read. A failure while opening
+/// ends the listing there and is answered by `check` at that file, after
+/// the files before it were checked, as one pass over the files would.
+pub struct TurnFiles {
+    files: Vec<Opened>,
+}
+
+/// Opens the transcript at `path` for the turn since `base` and reads what
+/// each file gained.
+pub fn open_turn(path: &Path, base: &Baseline, budget: &Budget) -> Result<TurnFiles, Code> {
+    use std::io::{Seek, SeekFrom};
     let now = listing(path)?;
     for m in &base.files {
         if !now.iter().any(|f| f.name == m.name) {
             return Err(Code::UsageTranscriptRewritten);
         }
     }
-    let mut parts = Vec::new();
+    let mut files = Vec::new();
     let mut read = 0u64;
     for Listed {
         name,
@@ -351,35 +402,95 @@ pub fn appended(path: &Path, base: &Baseline, budget: &Budget) -> Result<Vec<Par
         ..
     } in now
     {
-        in_time(budget)?;
-        let mark = base.files.iter().find(|m| m.name == name);
-        let mut f = open(&p)?;
-        if let Some(m) = mark {
-            let (sha, n) = hash_prefix(&mut f, m.bytes, budget)?;
-            if n != m.bytes || sha != m.sha256 {
-                return Err(Code::UsageTranscriptRewritten);
+        let mark = base.files.iter().find(|m| m.name == name).cloned();
+        let file = in_time(budget).and_then(|()| open(&p));
+        let mut f = match file {
+            Ok(f) => f,
+            Err(c) => {
+                files.push(Opened {
+                    mark,
+                    file: Err(c),
+                    tail: Ok(None),
+                });
+                break;
             }
-        }
-        let mut part = Vec::new();
-        let room = APPENDED_MAX - read;
-        read_up_to(&mut f, room + 1, &mut part, budget)?;
-        read += part.len() as u64;
-        if read > APPENDED_MAX {
-            return Err(Code::UsageTranscriptTooLarge);
-        }
-        if part.is_empty() {
-            continue;
-        }
-        if part.last() != Some(&b'\n') {
-            return Err(Code::UsageTurnIncomplete);
-        }
-        parts.push(Part {
-            bytes: part,
-            subagent,
-            fresh: mark.is_none(),
+        };
+        let from = mark.as_ref().map_or(0, |m| m.bytes);
+        let mut bytes = Vec::new();
+        let tail = f
+            .seek(SeekFrom::Start(from))
+            .map_err(|e| io_code(&e))
+            .and_then(|_| read_up_to(&mut f, APPENDED_MAX - read + 1, &mut bytes, budget));
+        read += bytes.len() as u64;
+        let over = read > APPENDED_MAX;
+        let fresh = mark.is_none();
+        let failed = tail.is_err() || over;
+        files.push(Opened {
+            mark,
+            file: Ok(f),
+            tail: tail.map(|()| {
+                (!over).then_some(Part {
+                    bytes,
+                    subagent,
+                    fresh,
+                })
+            }),
         });
+        if failed {
+            break;
+        }
     }
-    Ok(parts)
+    Ok(TurnFiles { files })
+}
+
+impl TurnFiles {
+    /// What each file gained, unchecked: whole lines only once
+    /// [`TurnFiles::check`] has passed.
+    pub fn parts(&self) -> impl Iterator<Item = &Part> {
+        self.files
+            .iter()
+            .filter_map(|o| o.tail.as_ref().ok().and_then(Option::as_ref))
+            .filter(|p| !p.bytes.is_empty())
+    }
+
+    /// Checks each file in listing order (the baselined bytes still there
+    /// and unchanged, then what it gained, as [`appended`] says) and gives
+    /// the parts. While a baselined file is hashed, each whole line of its
+    /// baselined bytes goes to `scan`, before the file's digest is known:
+    /// what the scan saw stands only when this returns `Ok`.
+    pub fn check(
+        self,
+        budget: &Budget,
+        mut scan: Option<&mut LineScan>,
+    ) -> Result<Vec<Part>, Code> {
+        use std::io::{Seek, SeekFrom};
+        let mut parts = Vec::new();
+        for Opened { mark, file, tail } in self.files {
+            let mut f = file?;
+            if let Some(m) = mark {
+                f.seek(SeekFrom::Start(0)).map_err(|e| io_code(&e))?;
+                let mut lines = Lines::new(APPENDED_MAX as usize);
+                let (sha, n) = match scan.as_mut() {
+                    Some(scan) => {
+                        hash_prefix(&mut f, m.bytes, budget, &mut |b| lines.feed(b, *scan))?
+                    }
+                    None => hash_prefix(&mut f, m.bytes, budget, &mut |_| {})?,
+                };
+                if n != m.bytes || sha != m.sha256 {
+                    return Err(Code::UsageTranscriptRewritten);
+                }
+            }
+            let part = tail?.ok_or(Code::UsageTranscriptTooLarge)?;
+            if part.bytes.is_empty() {
+                continue;
+            }
+            if part.bytes.last() != Some(&b'\n') {
+                return Err(Code::UsageTurnIncomplete);
+            }
+            parts.push(part);
+        }
+        Ok(parts)
+    }
 }
 
 /// Splits a stream of bytes into whole lines (without their newline) and
@@ -429,40 +540,6 @@ impl Lines {
             }
         }
     }
-}
-
-/// How much of a file one read takes while its history is scanned.
-const SCAN_CHUNK: usize = 64 * 1024;
-
-/// Hands each whole line of the transcript's history (every baselined
-/// file's baselined bytes) to `f`, one at a time; a line longer than
-/// [`APPENDED_MAX`] is skipped. `usage.end` uses it to know which of a
-/// turn's replies the history already held.
-pub fn history(
-    path: &Path,
-    base: &Baseline,
-    budget: &Budget,
-    f: &mut dyn FnMut(&[u8]),
-) -> Result<(), Code> {
-    let mut buf = vec![0u8; SCAN_CHUNK];
-    for Listed { name, path: p, .. } in listing(path)? {
-        let Some(m) = base.files.iter().find(|m| m.name == name) else {
-            continue;
-        };
-        let mut r = open(&p)?.take(m.bytes);
-        let mut lines = Lines::new(APPENDED_MAX as usize);
-        loop {
-            in_time(budget)?;
-            let k = match r.read(&mut buf) {
-                Ok(0) => break,
-                Ok(k) => k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_code(&e)),
-            };
-            lines.feed(&buf[..k], f);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -631,6 +708,36 @@ mod tests {
             appended(d.path(), &b, &fresh()),
             Err(Code::UsageTranscriptRewritten)
         );
+    }
+
+    #[test]
+    fn files_are_judged_in_order_though_every_tail_is_read_first() {
+        // The first file's failure is the answer, whichever it is.
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.jsonl"), d.path().join("b.jsonl"));
+        append(&a, "1\n");
+        append(&b, "2\n");
+        let base = baseline(d.path(), &fresh()).unwrap();
+        append(&a, "3");
+        std::fs::write(&b, "9\n4\n").unwrap();
+        assert_eq!(
+            appended(d.path(), &base, &fresh()),
+            Err(Code::UsageTurnIncomplete)
+        );
+        std::fs::write(&a, "0\n3").unwrap();
+        assert_eq!(
+            appended(d.path(), &base, &fresh()),
+            Err(Code::UsageTranscriptRewritten)
+        );
+        // A scan sees the lines as they are hashed, so b's changed line
+        // too: what it saw stands only when the check passes.
+        std::fs::write(&a, "1\n3\n").unwrap();
+        let mut seen = Vec::new();
+        assert_eq!(
+            history(d.path(), &base, &fresh(), &mut |l| seen.push(l.to_vec())),
+            Err(Code::UsageTranscriptRewritten)
+        );
+        assert_eq!(seen, vec![b"1".to_vec(), b"9".to_vec()]);
     }
 
     #[test]
