@@ -12,7 +12,8 @@
 //!   replies), the everyday case;
 //! - `resume`: the transcript is a directory and the turn is a resumed
 //!   session, a new file that starts with a copy of the whole history (its
-//!   ids all in the history) and ends with the same 100 KB turn.
+//!   ids all in the history) and ends with the same 100 KB turn (left
+//!   out, `null`, when that copy passes the 64 MiB one turn may append).
 //!
 //! The floor, measured in the same run and interleaved round by round, is a
 //! plain read + SHA-256 of every byte of the transcript after the turn:
@@ -255,6 +256,27 @@ fn size(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
+/// The `resume` case: its transcript's size, and the medians of its end
+/// and floor.
+fn resume(dir: &tempfile::TempDir, history: &[u8], last: &Turn, rounds: usize) -> (u64, f64, f64) {
+    let sessions = dir.path().join("project");
+    std::fs::create_dir(&sessions).unwrap_or_else(|e| fail("mkdir", e));
+    let s1 = sessions.join("s1.jsonl");
+    write(&s1, history, false);
+    let rbase = usage::begin("claude-code", Some(&sessions), &Budget::start())
+        .unwrap_or_else(|c| fail("begin", c));
+    let s2 = sessions.join("s2.jsonl");
+    write(&s2, history, false);
+    write(&s2, &last.bytes, true);
+    let rfiles = [s1, s2];
+    let (mut ends, mut floors) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        floors.push(floor(&rfiles));
+        ends.push(end(&sessions, &rbase, last));
+    }
+    (size(&rfiles), median(ends), median(floors))
+}
+
 fn main() {
     let mut mb = 50u64;
     let mut rounds = 5usize;
@@ -290,23 +312,11 @@ fn main() {
     }
     let (append_end, append_floor) = (median(ends), median(floors));
 
-    // `resume`: a directory; the turn is a new file that copies the history.
-    let sessions = dir.path().join("project");
-    std::fs::create_dir(&sessions).unwrap_or_else(|e| fail("mkdir", e));
-    let s1 = sessions.join("s1.jsonl");
-    write(&s1, &history, false);
-    let rbase = usage::begin("claude-code", Some(&sessions), &Budget::start())
-        .unwrap_or_else(|c| fail("begin", c));
-    let s2 = sessions.join("s2.jsonl");
-    write(&s2, &history, false);
-    write(&s2, &last.bytes, true);
-    let rfiles = [s1, s2];
-    let (mut ends, mut floors) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        floors.push(floor(&rfiles));
-        ends.push(end(&sessions, &rbase, &last));
-    }
-    let (resume_end, resume_floor) = (median(ends), median(floors));
+    // `resume`: a directory; the turn is a new file that copies the history
+    // (only while that copy fits in what one turn may append).
+    let copy = (history.len() + last.bytes.len()) as u64;
+    let resume =
+        (copy <= usage::transcript::APPENDED_MAX).then(|| resume(&dir, &history, &last, rounds));
 
     let fig = |end: f64, floor: f64| {
         json!({"end_ms": (end * 10.0).round() / 10.0, "floor_ms": (floor * 10.0).round() / 10.0,
@@ -317,7 +327,7 @@ fn main() {
         "turn_bytes": last.bytes.len(),
         "rounds": rounds,
         "append": {"transcript_bytes": size(&files), "figures": fig(append_end, append_floor)},
-        "resume": {"transcript_bytes": size(&rfiles), "figures": fig(resume_end, resume_floor)},
+        "resume": resume.map(|(bytes, end, floor)| json!({"transcript_bytes": bytes, "figures": fig(end, floor)})),
     });
     println!("{out}");
 }
