@@ -967,3 +967,120 @@ fn a_thread_run_lands_only_with_its_own_threads_decision() {
     assert_eq!(err(&r), "decision-consumed");
     b.close();
 }
+
+/// Row 136: the approval binds to the role instance, not the run that
+/// raised it. A later run of dev, holding its claim, lands with the
+/// decision dev-1 raised; the record names the landing run; the RESULT
+/// waits for dev's next run when the landing run ended before the host
+/// recorded; and a ticket that ended refuses `landRefused` as well.
+#[test]
+fn a_later_run_of_the_raising_instance_lands_and_the_next_run_hears_of_it() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+    let end = |e: &mut Env, run: &str| {
+        let r = e.b.op(json!({"op": "endLaunch",
+                              "record": {"business": "acme", "run": run, "reason": "done"}}));
+        res(&r);
+    };
+    end(&mut e, "dev-1");
+    assert_eq!(e.held("dev", None), json!(true), "outlives its run");
+
+    let p2 = sleeper();
+    let dev2 = e.b.bind("dev", "dev-2", p2.id());
+    res(&e.b.call(&dev2, "role.claim", Value::Null));
+    let r =
+        e.b.op(json!({"op": "checkLand", "cap": dev2, "args": {"task_ref": TASK, "decision": d}}));
+    let ticket = res(&r)["ticket"].clone();
+    assert_eq!(ticket["commit"], json!(C1));
+    end(&mut e, "dev-2");
+    let out = res(&e.record(&ticket["id"], land(MAIN1, C1))).clone();
+    let rec = e
+        .trail(TASK)
+        .into_iter()
+        .find(|x| x["id"] == out["event"])
+        .expect("the landing record");
+    assert_eq!(
+        (&rec["role"], &rec["run"]),
+        (&json!("dev"), &json!("dev-2"))
+    );
+    assert_eq!(e.consumed(&d), 1);
+    let r = e.b.op(json!({"op": "landRefused", "ticket": ticket["id"],
+                          "args": {"code": "merge-conflict", "notify": true}}));
+    assert_eq!(err(&r), "land-unknown", "recordLand ended the landing");
+
+    let p3 = sleeper();
+    let dev3 = e.b.bind("dev", "dev-3", p3.id());
+    res(&e.b.call(&dev3, "role.claim", Value::Null));
+    let got = res(&e.b.call(&dev3, "message.receive", Value::Null))["messages"].clone();
+    let m = got
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["id"] == out["message"])
+        .cloned()
+        .unwrap_or_else(|| panic!("the RESULT reaches dev's next run: {got}"));
+    assert_eq!((&m["class"], &m["decision"]), (&json!("RESULT"), &d));
+    let r =
+        e.b.op(json!({"op": "checkLand", "cap": dev3, "args": {"task_ref": TASK, "decision": d}}));
+    assert_eq!(err(&r), "decision-consumed", "spent for every run");
+    e.b.close();
+}
+
+/// REQ-LAND-1: a within-role merge decision (closed at its raise) never
+/// lands, and `landHeld` never counts it.
+#[test]
+fn a_within_role_merge_decision_never_lands() {
+    let root = data_root();
+    let mut business = business();
+    business["roles"]["ops"] = json!({"authority": {
+        "withinRole": ["git.merge.protected", "git.push.working", "review.request"],
+        "crossRole": []}});
+    let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business));
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let (pops, pcto) = (sleeper(), sleeper());
+    let ops = b.bind("ops", "ops-1", pops.id());
+    let cto = b.bind("cto", "cto-1", pcto.id());
+    for cap in [&ops, &cto] {
+        res(&b.call(cap, "role.claim", Value::Null));
+    }
+    let r = b.op(json!({"op": "recordPush", "cap": ops, "push": {
+        "task_ref": TASK, "project": "site", "branch": "work/41",
+        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
+    res(&r);
+    let req = res(&b.call(
+        &ops,
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "cto"}),
+    ))
+    .clone();
+    res(&b.call(
+        &cto,
+        "review.verdict",
+        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+               "body": "fine"}),
+    ));
+    let d = res(&b.call(
+        &ops,
+        "decision.raise",
+        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
+               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false, "choice": "yes"}),
+    ))["id"]
+        .clone();
+    let class: String = db(root.path())
+        .query_row(
+            "SELECT class FROM decisions WHERE id = ?1",
+            [d.as_str().expect("id")],
+            |r| r.get(0),
+        )
+        .expect("decision row");
+    assert_eq!(class, "within-role");
+    let r = b.op(json!({"op": "landHeld", "business": "acme", "role": "ops"}));
+    assert_eq!(res(&r)["held"], json!(false));
+    let r = b.op(json!({"op": "checkLand", "cap": ops, "args": {"task_ref": TASK, "decision": d}}));
+    assert_eq!(err(&r), "not-authorized");
+    b.close();
+}
