@@ -1084,3 +1084,111 @@ fn a_within_role_merge_decision_never_lands() {
     assert_eq!(err(&r), "not-authorized");
     b.close();
 }
+
+/// Row 136 for a thread: a later run serving the same thread lands with
+/// the decision an earlier one raised there, once it holds the thread's
+/// claim (`not-holder` before); the RESULT is filed in that thread and the
+/// thread's next run receives it after the landing run ended.
+#[test]
+fn a_later_run_of_the_same_thread_lands_its_decision() {
+    let root = data_root();
+    let business = json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "pm", "delivery": "pm"},
+        "roles": {
+            "pm": {"definition": "pm",
+                   "authority": {"withinRole": ["review.verdict", "message.send"],
+                                 "crossRole": []}},
+            "helper": {"definition": "assistant",
+                       "authority": {"withinRole": ["git.push.working", "review.request",
+                                                    "message.send"],
+                                     "crossRole": ["git.merge.protected"]}}
+        },
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    });
+    let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business));
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    let project =
+        res(&human.call("project.create", json!({"name": "Site", "repo": "site"})))["id"].clone();
+    let t1 = res(&human.call("thread.create", json!({"project": project, "name": "One"})))["id"]
+        .as_str()
+        .expect("thread id")
+        .to_string();
+    let procs = [sleeper(), sleeper(), sleeper(), sleeper()];
+    let pm = b.bind("pm", "pm-1", procs[0].id());
+    res(&b.call(&pm, "role.claim", Value::Null));
+    let bind_thread = |b: &mut Broker, run: &str, pid: u32| {
+        let mut rec = launch("helper", run, pid);
+        rec["thread"] = json!(t1);
+        let r = b.op(json!({"op": "bindLaunch", "record": rec}));
+        res_launch(&r)
+    };
+    let end = |b: &mut Broker, run: &str| {
+        let r = b.op(json!({"op": "endLaunch",
+                            "record": {"business": "acme", "run": run, "reason": "done"}}));
+        res(&r);
+    };
+    let h1 = bind_thread(&mut b, "h-1", procs[1].id());
+    res(&b.call(&h1, "role.claim", Value::Null));
+    let r = b.op(json!({"op": "recordPush", "cap": h1, "push": {
+        "task_ref": TASK, "project": "site", "branch": "work/41",
+        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
+    res(&r);
+    let req = res(&b.call(
+        &h1,
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
+    ))
+    .clone();
+    res(&b.call(
+        &pm,
+        "review.verdict",
+        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+               "body": "fine"}),
+    ));
+    let d = res(&b.call(
+        &h1,
+        "decision.raise",
+        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
+               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false}),
+    ))["id"]
+        .clone();
+    res(&b.call(&pm, "decision.resolve", json!({"id": d, "choice": "yes"})));
+
+    // h-3 serves the thread h-1 still holds: not its claim yet.
+    let args = json!({"task_ref": TASK, "decision": d});
+    let h3 = bind_thread(&mut b, "h-3", procs[2].id());
+    let r = b.op(json!({"op": "checkLand", "cap": h3, "args": args}));
+    assert_eq!(err(&r), "not-holder");
+    end(&mut b, "h-1");
+    res(&b.call(&h3, "role.claim", Value::Null));
+    let r = b.op(json!({"op": "checkLand", "cap": h3, "args": args}));
+    let ticket = res(&r)["ticket"].clone();
+    end(&mut b, "h-3");
+    let r = b.op(json!({"op": "recordLand", "ticket": ticket["id"], "land": land(MAIN1, C1)}));
+    let out = res(&r).clone();
+    let filed: String = db(root.path())
+        .query_row(
+            "SELECT thread FROM message_threads WHERE message = ?1",
+            [out["message"].as_str().expect("message id")],
+            |r| r.get(0),
+        )
+        .expect("the RESULT is filed in a thread");
+    assert_eq!(filed, t1);
+
+    let h4 = bind_thread(&mut b, "h-4", procs[3].id());
+    res(&b.call(&h4, "role.claim", Value::Null));
+    let got = res(&b.call(&h4, "message.receive", Value::Null))["messages"].clone();
+    assert!(
+        got.as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["id"] == out["message"]),
+        "the thread's next run receives the RESULT: {got}"
+    );
+    let r = b.op(json!({"op": "checkLand", "cap": h4, "args": args}));
+    assert_eq!(err(&r), "decision-consumed");
+    b.close();
+}
