@@ -915,3 +915,202 @@ fn a_thread_run_accounts_its_turns() {
     );
     b.close();
 }
+
+/// `agents` for a thread instance (3i L63, row 121 "stranded"): each held
+/// thread is listed as its claim row; a message a thread run received and
+/// left unread when its claim ended is stranded under the next holder of
+/// that thread, never working and never another thread's.
+#[test]
+fn agents_lists_held_threads_and_their_stranded_messages() {
+    let root = data_root();
+    let mut b = boot(root.path(), "Ada", false);
+    let h = ShimSession::human(&b);
+    let (t1, t2) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..4).map(|_| sleeper()).collect();
+    let asked = h.ok("thread.send", json!({"thread": t1, "body": "Draft"}))["id"].clone();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    res(&b.call(&h1, "message.receive", Value::Null));
+    let helper = |list: &Value| -> Vec<Value> {
+        list.as_array()
+            .expect("list")
+            .iter()
+            .filter(|r| r["role"] == json!("helper"))
+            .cloned()
+            .collect()
+    };
+    let rows = helper(&h.ok("agents", Value::Null));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            &rows[0]["run"],
+            &rows[0]["thread"],
+            &rows[0]["op"],
+            &rows[0]["state"]
+        ),
+        (
+            &json!("h-1"),
+            &json!(t1),
+            &json!("claim"),
+            &json!("working")
+        )
+    );
+    assert_eq!(rows[0]["working"]["messages"], json!(1));
+    assert_eq!(rows[0]["stranded"], json!([]));
+    // A role session gets the claim row only.
+    let pc = sleeper();
+    let chief = b.claimed("chief", "chief-1", pc.id());
+    let seen = helper(res(&b.call(&chief, "agents", Value::Null)));
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].get("stranded").is_none(), "{seen:?}");
+
+    // h-1 ends without reading; unheld, the thread isn't listed.
+    let r = b.op(
+        json!({"op": "endLaunch", "record": {"business": "acme", "run": "h-1", "reason": "done"}}),
+    );
+    assert_eq!(res(&r)["released"], json!(true));
+    assert_eq!(helper(&h.ok("agents", Value::Null)), Vec::<Value>::new());
+
+    // The next holder of t1 sees it stranded; a holder of t2 doesn't.
+    let _h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t1);
+    let _h3 = claimed_thread(&mut b, "h-3", procs[2].id(), &t2);
+    let rows = helper(&h.ok("agents", Value::Null));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let of = |t: &str| {
+        rows.iter()
+            .find(|r| r["thread"] == json!(t))
+            .expect("row")
+            .clone()
+    };
+    let r1 = of(&t1);
+    assert_eq!(
+        (&r1["run"], &r1["state"], &r1["working"]),
+        (&json!("h-2"), &json!("idle"), &Value::Null)
+    );
+    assert_eq!(r1["stranded"].as_array().expect("stranded").len(), 1);
+    let s = &r1["stranded"][0];
+    assert_eq!(
+        (&s["id"], &s["from"], &s["run"]),
+        (&asked, &json!("human"), &json!("h-1"))
+    );
+    assert!(s["at"].is_string());
+    let r2 = of(&t2);
+    assert_eq!((&r2["run"], &r2["stranded"]), (&json!("h-3"), &json!([])));
+    // The reader sees the same.
+    assert_eq!(
+        helper(res(&b.call(&b.reader_cap(), "agents", Value::Null))),
+        rows
+    );
+    let _ = b.op(json!({"op": "close"}));
+}
+
+/// Claims of issue 20 no other test asserted: a name for the thread
+/// instance, `lastOpen`, a thread run's own release, the human's withdraw
+/// filed in the thread, a revoked thread run after a restart, a held claim
+/// kept over a restart, and `assistant.stop` by a user who made no thread.
+#[test]
+fn thread_runs_release_restart_and_stop_as_the_spec_says() {
+    let root = data_root();
+    let mut b = boot_for_ends(root.path());
+    let h = ShimSession::human(&b);
+    let (t1, t2) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..4).map(|_| sleeper()).collect();
+    // A name resolves to its instance before any check.
+    h.ok("name.set", json!({"instance": "helper", "name": "sunny"}));
+    assert_eq!(
+        err(&h.call("message.send", json!({"to": "sunny", "body": "hi"}))),
+        "thread-required-use-thread-send"
+    );
+    let opened = h.ok("thread.open", json!({"thread": t1}));
+    assert_eq!(state_of(&mut b, &t1)["lastOpen"], opened["opened"]);
+    assert_eq!(
+        err(&h.call("thread.messages", json!({"thread": "nope"}))),
+        "thread-not-found"
+    );
+
+    // role.release by a thread run releases its thread claim.
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let rel = res(&b.call(&h1, "role.release", Value::Null)).clone();
+    assert_eq!(
+        (&rel["op"], &rel["thread"]),
+        (&json!("release"), &json!(t1))
+    );
+    assert_eq!(
+        err(&b.call(&h1, "message.receive", Value::Null)),
+        "not-holder"
+    );
+    assert_eq!(state_of(&mut b, &t1)["holder"], Value::Null);
+
+    // The human's withdraw of a thread run's decision is filed in its thread
+    // with the withdraw's human.input as request; the run's own sends none.
+    let h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t2);
+    let id_of = |v: &Value| {
+        v["decision"]["id"]
+            .as_str()
+            .or(v["id"].as_str())
+            .expect("id")
+            .to_string()
+    };
+    let d = id_of(res(&b.call(
+        &h2,
+        "decision.raise",
+        raise("prd.approve", None),
+    )));
+    let w = h.ok("decision.withdraw", json!({"id": d}));
+    let in_t2 = h.ok("thread.messages", json!({"thread": t2}));
+    assert_eq!(
+        ids(&in_t2["messages"]),
+        [w["message"].as_str().expect("message")]
+    );
+    assert_eq!(in_t2["messages"][0]["class"], json!("DECISION"));
+    assert_eq!(in_t2["messages"][0]["request"], w["input"]);
+    let got = res(&b.call(&h2, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), ids(&in_t2["messages"]));
+    let own = id_of(res(&b.call(
+        &h2,
+        "decision.raise",
+        raise("prd.approve", None),
+    )));
+    assert_eq!(
+        res(&b.call(&h2, "decision.withdraw", json!({"id": own})))["message"],
+        Value::Null
+    );
+
+    // h-2 revoked, h-3 holding t1: over a restart the revoked run can't claim
+    // again and the holder still holds.
+    let chief = b.claimed("chief", "chief-1", procs[2].id());
+    let r = res(&b.call(
+        &chief,
+        "role.revoke",
+        json!({"role": "helper", "reason": "bye"}),
+    ))
+    .clone();
+    assert_eq!(r, json!({"revoked": true, "threads": 1}));
+    claimed_thread(&mut b, "h-3", procs[3].id(), &t1);
+    b.close();
+    let mut b = boot_for_ends(root.path());
+    assert_eq!(state_of(&mut b, &t1)["holder"], json!("h-3"));
+    let h2 = bind_thread(&mut b, "h-2", procs[1].id(), &t2);
+    assert_eq!(err(&b.call(&h2, "role.claim", Value::Null)), "run-revoked");
+    let h3 = bind_thread(&mut b, "h-3", procs[3].id(), &t1);
+    assert_eq!(
+        res(&b.call(&h3, "message.receive", Value::Null))["messages"],
+        json!([])
+    );
+    b.close();
+
+    // Another user stops only the threads they made: none here.
+    let mut biz = businesses("Ben", false);
+    biz["acme"]["roles"]["chief"]["authority"]["crossRole"] = json!(["role.revoke"]);
+    let (mut b, reply) = Broker::spawn(
+        root.path(),
+        json!({"dataRoot": root.path().to_str().expect("utf-8"), "businesses": biz}),
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let ben = ShimSession::human(&b);
+    assert_eq!(
+        err(&ben.call("assistant.stop", json!({"instance": "helper"}))),
+        "not-held"
+    );
+    assert_eq!(state_of(&mut b, &t1)["holder"], json!("h-3"));
+    let _ = b.op(json!({"op": "close"}));
+}

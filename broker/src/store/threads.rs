@@ -284,6 +284,41 @@ pub fn held_threads(
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
 }
 
+/// The latest claim row of every held thread of `instance`, oldest thread
+/// first, shaped as a role claim row with `thread` added: what `agents`
+/// lists for a thread instance, which has no role claim.
+pub fn held_claim_rows(
+    conn: &Connection,
+    business: &str,
+    instance: &str,
+) -> Result<Vec<Value>, Code> {
+    let mut s = conn
+        .prepare_cached(
+            "SELECT c.seq, c.thread, c.run, c.op, c.decision, c.by, c.at
+             FROM threads t JOIN thread_claims c ON c.thread = t.id
+             WHERE t.business = ?1 AND t.instance = ?2 AND c.op = 'claim'
+               AND c.seq = (SELECT max(seq) FROM thread_claims d WHERE d.thread = t.id)
+             ORDER BY t.seq",
+        )
+        .map_err(sql)?;
+    let rows = s
+        .query_map(params![business, instance], |r| {
+            Ok(json!({
+                "seq": r.get::<_, i64>(0)?,
+                "business": business,
+                "role": instance,
+                "run": r.get::<_, String>(2)?,
+                "thread": r.get::<_, String>(1)?,
+                "op": r.get::<_, String>(3)?,
+                "decision": r.get::<_, Option<String>>(4)?,
+                "by": r.get::<_, Option<String>>(5)?,
+                "at": r.get::<_, String>(6)?,
+            }))
+        })
+        .map_err(sql)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+}
+
 /// The thread of `instance` made by `user` in a project whose `repo` is the
 /// declared project `repo_key`, that `user` opened most recently (its
 /// latest `thread_opens` row is the newest); none when no such thread was

@@ -13,6 +13,7 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::store::messages as msgs;
 use crate::store::reads::{self, TaskRow};
+use crate::store::threads;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -127,6 +128,18 @@ fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let full = !matches!(caller, Caller::Role { .. });
     let mut out = Vec::new();
     for role in biz.roles.keys() {
+        if crate::policy::threads::is_thread_instance(biz, role) {
+            // No role claim: one row per held thread (decisions.md).
+            for mut row in threads::held_claim_rows(conn, b, role)? {
+                if full {
+                    let run = row["run"].as_str().unwrap_or_default().to_string();
+                    let thread = row["thread"].as_str().unwrap_or_default().to_string();
+                    agent_state(&core.store, b, role, &run, Some(&thread), &mut row)?;
+                }
+                out.push(row);
+            }
+            continue;
+        }
         let row = reads::latest_claim(conn, b, role)?;
         let Some(mut row) = row else { continue };
         if row["op"] != json!("claim") {
@@ -134,19 +147,22 @@ fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         }
         if full {
             let run = row["run"].as_str().unwrap_or_default().to_string();
-            agent_state(&core.store, b, role, &run, &mut row)?;
+            agent_state(&core.store, b, role, &run, None, &mut row)?;
         }
         out.push(row);
     }
     Ok(Value::Array(out))
 }
 
-/// The spec's "Agent state" for one held role.
+/// The spec's "Agent state" for one held role, or for one held `thread`
+/// of a thread instance: then only that thread's deliveries are stranded
+/// (a run holds one thread, so its own deliveries are all in it).
 fn agent_state(
     store: &crate::store::Store,
     b: &str,
     role: &str,
     run: &str,
+    thread: Option<&str>,
     row: &mut Value,
 ) -> Result<(), Code> {
     let conn = store.conn();
@@ -161,6 +177,11 @@ fn agent_state(
             n += 1;
             since = since.or(Some(e.at.as_str()));
         } else if stranded.len() < STRANDED {
+            if let Some(t) = thread {
+                if threads::of_message(conn, &e.message)?.as_deref() != Some(t) {
+                    continue;
+                }
+            }
             stranded.push(json!({"id": e.message, "from": e.from_role, "run": e.run, "at": e.at}));
         }
     }
