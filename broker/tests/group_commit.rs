@@ -354,3 +354,155 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
     drop(core);
     bus.release();
 }
+
+/// A landing ticket follows its batch too: one issued in a batch that
+/// fails to commit is forgotten (`land-unknown`), and one a `recordLand`
+/// ended in such a batch is open again, with the decision unspent, so the
+/// host's retry lands it once.
+#[test]
+fn landing_tickets_issued_or_ended_in_a_batch_that_fails_to_commit_are_undone() {
+    use mosaic_bus::core::Caller;
+    use mosaic_bus::ops::HostOp;
+    use mosaic_bus::verbs::dispatch;
+    use serde_json::{Map, Value};
+
+    const TASK: &str = "vikunja:3/41";
+    const C1: &str = "1111111111111111111111111111111111111111";
+    const MAIN0: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const MAIN1: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let d = common::private_root();
+    let bus = BusDir::acquire(d.path()).unwrap();
+    let store = Store::open(&bus.db_path()).unwrap();
+    let config = BootConfig::from_json(json!({
+        "dataRoot": d.path().to_str().unwrap(),
+        "businesses": {"acme": {"id": "acme", "human": "Ada",
+            "arbiters": {"technical": "pm", "delivery": "pm"},
+            "roles": {
+                "pm": {"authority": {"withinRole": ["review.verdict"], "crossRole": []}},
+                "dev": {"authority": {"withinRole": ["git.push.working", "review.request"],
+                                      "crossRole": ["git.merge.protected"]}}},
+            "projects": {"site": {"repo": "/srv/records/site"}}}}
+    }))
+    .unwrap();
+    let mut core = Core::new(store, Arc::new(config));
+    let obj = |v: Value| -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("an object literal"),
+        }
+    };
+    let op = |core: &mut Core, name: &str, v: Value| HostOp::parse(name, obj(v))?.apply(core);
+    let role = |r: &str| Caller::Role {
+        business: "acme".into(),
+        role: r.into(),
+        run: format!("{r}-1"),
+    };
+    let fail_batch = |core: &mut Core| {
+        end_the_batch_under_a_request(core);
+        assert_eq!(core.commit_batch(), Err(Code::StorageUnavailable));
+    };
+    let consumed = |core: &Core| {
+        count(
+            core,
+            "SELECT count(*) FROM decision_events WHERE kind = 'consumed'",
+        )
+    };
+
+    // A reviewed push and dev's merge decision, approved by pm.
+    core.begin_batch().unwrap();
+    let mut caps = Vec::new();
+    for r in ["pm", "dev"] {
+        let mut rec = launch_of_this_process(&format!("{r}-1"));
+        rec.role = r.into();
+        let b = BindLaunch::new(rec, Some(own_start_time()))
+            .apply(&mut core)
+            .unwrap();
+        caps.push(b["cap"].as_str().unwrap().to_string());
+        dispatch(&mut core, &role(r), "role.claim", None).unwrap();
+    }
+    let dev_cap = caps[1].clone();
+    op(
+        &mut core,
+        "recordPush",
+        json!({"cap": dev_cap, "push": {"task_ref": TASK, "project": "site",
+               "branch": "work/41", "ref": "refs/heads/work/41", "commit": C1,
+               "previous": null}}),
+    )
+    .unwrap();
+    let req = dispatch(
+        &mut core,
+        &role("dev"),
+        "review.request",
+        Some(obj(json!({"task_ref": TASK, "commit": C1, "to": "pm"}))),
+    )
+    .unwrap();
+    dispatch(
+        &mut core,
+        &role("pm"),
+        "review.verdict",
+        Some(obj(
+            json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+                   "body": "fine"}),
+        )),
+    )
+    .unwrap();
+    let dec = dispatch(
+        &mut core,
+        &role("dev"),
+        "decision.raise",
+        Some(obj(
+            json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
+                   "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
+                   "recommendation": "yes", "blocking": false}),
+        )),
+    )
+    .unwrap()["id"]
+        .clone();
+    dispatch(
+        &mut core,
+        &role("pm"),
+        "decision.resolve",
+        Some(obj(json!({"id": dec, "choice": "yes"}))),
+    )
+    .unwrap();
+    core.commit_batch().unwrap();
+
+    let check = json!({"cap": dev_cap, "args": {"task_ref": TASK, "decision": dec}});
+    let land = json!({"commit": MAIN1, "previous": MAIN0, "reviewed": C1, "base": MAIN0,
+                      "patch_id": MAIN1});
+    let record = |t: &Value| json!({"ticket": t, "land": land});
+
+    // Issued in a batch that fails: forgotten.
+    core.begin_batch().unwrap();
+    let lost = op(&mut core, "checkLand", check.clone()).unwrap()["ticket"]["id"].clone();
+    // checkLand writes nothing: another request's write shares the batch.
+    emit(&mut core, "other", false).unwrap();
+    fail_batch(&mut core);
+    core.begin_batch().unwrap();
+    assert_eq!(
+        op(&mut core, "recordLand", record(&lost)),
+        Err(Code::LandUnknown)
+    );
+    core.commit_batch().unwrap();
+
+    // Ended by a recordLand whose batch fails: open again, nothing spent.
+    core.begin_batch().unwrap();
+    let t = op(&mut core, "checkLand", check.clone()).unwrap()["ticket"]["id"].clone();
+    core.commit_batch().unwrap();
+    core.begin_batch().unwrap();
+    op(&mut core, "recordLand", record(&t)).unwrap();
+    fail_batch(&mut core);
+    assert_eq!(consumed(&core), 0);
+    core.begin_batch().unwrap();
+    op(&mut core, "recordLand", record(&t)).unwrap();
+    core.commit_batch().unwrap();
+    assert_eq!(consumed(&core), 1);
+    core.begin_batch().unwrap();
+    assert_eq!(
+        op(&mut core, "recordLand", record(&t)),
+        Err(Code::LandUnknown)
+    );
+    core.commit_batch().unwrap();
+    drop(core);
+    bus.release();
+}
