@@ -70,6 +70,16 @@ fn notices(root: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The first object anywhere in `v` whose `id` is `id`.
+fn find_id<'a>(v: &'a Value, id: &str) -> Option<&'a Value> {
+    match v {
+        Value::Object(o) if o.get("id") == Some(&json!(id)) => Some(v),
+        Value::Object(o) => o.values().find_map(|x| find_id(x, id)),
+        Value::Array(a) => a.iter().find_map(|x| find_id(x, id)),
+        _ => None,
+    }
+}
+
 fn is_canonical_time(v: &Value) -> bool {
     let Some(s) = v.as_str() else { return false };
     let b = s.as_bytes();
@@ -173,6 +183,20 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     let dev = bind_in(&mut b, "acme", "dev", "dev-1", procs[3].id());
     let got = res(&b.call(&dev, "message.receive", Value::Null)).clone();
     assert_eq!(got["messages"][0]["id"], json!(mid), "{got}");
+    // L74, L210: the row every message view gives carries the name the
+    // sender used in `to_name` (null for a send by instance).
+    assert_eq!(got["messages"][0]["to_name"], json!("builder"), "{got}");
+    let trail = res(&b.call(&b.reader_cap(), "trail", json!({"subject": mid}))).clone();
+    let row = find_id(&trail, &mid).unwrap_or_else(|| panic!("no row in {trail}"));
+    assert_eq!(row["to_role"], json!("dev"), "{row}");
+    assert_eq!(row["to_name"], json!("builder"), "{row}");
+    let got = res(&b.call(&chief, "message.receive", Value::Null)).clone();
+    let notice = &got["messages"][0];
+    assert_eq!(notice["from_role"], json!("_bus"), "{got}");
+    assert!(
+        notice.get("to_name") == Some(&Value::Null),
+        "a send by instance: {notice}"
+    );
 
     // L79: each named instance's {instance, name, at}, by instance, in the
     // caller's business only; the same after a restart.

@@ -138,9 +138,14 @@ pub fn insert_task_snapshot(
     Ok((t.tx.last_insert_rowid(), at))
 }
 
-/// The columns [`message_json`] reads, in order (alias `m`).
+/// The columns [`message_json`] reads, in order (alias `m`): every column
+/// of the row but `business`, 3g's `to_name` included.
 pub const MESSAGE_COLUMNS: &str = "m.seq, m.id, m.from_role, m.from_run, m.to_role, m.class, \
-     m.body, m.in_reply_to, m.corrects, m.decision, m.request, m.at";
+     m.body, m.in_reply_to, m.corrects, m.decision, m.request, m.at, m.to_name";
+
+/// How many columns [`MESSAGE_COLUMNS`] names: the index of the first
+/// column a query selects after them.
+pub const MESSAGE_COLUMN_COUNT: usize = 13;
 
 /// One `messages` row as JSON (the shape `trail`, `replies`, `messages` and
 /// `message.receive` share), from a row starting with [`MESSAGE_COLUMNS`].
@@ -158,6 +163,7 @@ pub fn message_json(r: &Row<'_>) -> rusqlite::Result<Value> {
         "decision": r.get::<_, Option<String>>(9)?,
         "request": r.get::<_, Option<String>>(10)?,
         "at": r.get::<_, String>(11)?,
+        "to_name": r.get::<_, Option<String>>(12)?,
     }))
 }
 

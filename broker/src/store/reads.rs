@@ -4,7 +4,7 @@
 
 use super::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
 use super::map_sql_error;
-use super::messages::{message_json, MESSAGE_COLUMNS};
+use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
 use crate::error::Code;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -369,7 +369,7 @@ pub fn human_feed(conn: &Connection, b: &str, before: i64, limit: i64) -> Result
     );
     collect(conn, &sql, params![b, before, limit], |r| {
         let mut m = message_json(r)?;
-        m["read"] = json!(r.get::<_, bool>(12)?);
+        m["read"] = json!(r.get::<_, bool>(MESSAGE_COLUMN_COUNT)?);
         Ok(m)
     })
 }

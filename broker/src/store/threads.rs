@@ -5,7 +5,7 @@
 //! A message's thread is its `message_threads` row. A run holds at most one
 //! thread: the thread whose latest claim row is that run's `claim`.
 
-use super::messages::{message_json, MESSAGE_COLUMNS};
+use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
 use super::{map_sql_error, Tx};
 use crate::error::Code;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -442,7 +442,7 @@ pub fn messages(
     let rows = s
         .query_map(params![thread, after, want], |r| {
             let mut v = message_json(r)?;
-            v["thread"] = json!(r.get::<_, String>(12)?);
+            v["thread"] = json!(r.get::<_, String>(MESSAGE_COLUMN_COUNT)?);
             Ok(v)
         })
         .map_err(sql)?;
