@@ -126,6 +126,15 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0]["id"], json!(id));
     assert_eq!(got[0]["class"], json!("STAFF-REQUEST"));
+    // The chief answers the request with a reply to it; the pm gets it.
+    let r = b.call(
+        &chief,
+        "message.send",
+        json!({"to": "pm", "body": "launched dev-2", "class": "RESULT", "in_reply_to": id}),
+    );
+    assert!(res(&r)["id"].is_string(), "{r}");
+    let got = res(&b.call(&pm, "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"][0]["in_reply_to"], json!(id), "{got}");
 
     // L77: naming an instance with the name it already has is no clash;
     // names belong to a business, so solo's dev may take acme's name.
@@ -200,6 +209,7 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
 
     // L79: each named instance's {instance, name, at}, by instance, in the
     // caller's business only; the same after a restart.
+    res(&human.call("name.set", json!({"instance": "pm", "name": "reviewer"})));
     let names = res(&b.call(&pm, "names", Value::Null)).clone();
     let list = names.as_array().cloned().unwrap_or_default();
     let pairs: Vec<(Value, Value)> = list
@@ -210,6 +220,7 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
         pairs,
         vec![
             (json!("dev"), json!("builder")),
+            (json!("pm"), json!("reviewer")),
             (json!("qa"), json!("checker"))
         ]
     );
@@ -222,10 +233,20 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     assert_eq!(solo.as_array().map(Vec::len), Some(1), "{solo}");
     assert_eq!(solo[0]["instance"], json!("dev"));
     b.close();
-    let (mut b, reply) = Broker::spawn(root, config(root));
+    // The restart brings an instance of a new definition, `reviewer`, which
+    // pm holds as its name: the definition wins (L74), so a send to it is
+    // unknown-role, and the name can't be given again (L77).
+    let mut later = config(root);
+    later["businesses"]["acme"]["roles"]["rev"] = role("reviewer", json!([]));
+    let (mut b, reply) = Broker::spawn(root, later);
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let pm = b.bind("pm", "pm-1", procs[0].id());
     assert_eq!(res(&b.call(&pm, "names", Value::Null)), &names);
+    let r = b.call(&pm, "message.send", json!({"to": "reviewer", "body": "?"}));
+    assert_eq!(err(&r), "unknown-role", "{r}");
+    let human = ShimSession::human(&b);
+    let r = human.call("name.set", json!({"instance": "qa", "name": "reviewer"}));
+    assert_eq!(err(&r), "name-is-role", "{r}");
     b.close();
 }
 
