@@ -1192,3 +1192,49 @@ fn a_later_run_of_the_same_thread_lands_its_decision() {
     assert_eq!(err(&r), "decision-consumed");
     b.close();
 }
+
+/// Row 137: the decision's target must be the branch the caller names, the
+/// task ref for an agent's landing (`refactor` is land-work's), so a merge
+/// approval for `refactor`, or for no target, lands no task: `checkLand`
+/// refuses it `not-authorized`, and `landHeld` does not count it as one a
+/// landing could use (the launcher would bind a land op that can only
+/// refuse).
+#[test]
+fn a_merge_approval_for_another_branch_or_none_lands_no_task() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let refactor = e.raise("dev", "git.merge.protected", "refactor", json!({}));
+    e.ok(
+        "pm",
+        "decision.resolve",
+        json!({"id": refactor, "choice": "yes"}),
+    );
+    let mut untargeted = json!({"action": "git.merge.protected", "question": "Land?",
+           "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "Not yet"}],
+           "recommendation": "yes", "blocking": false});
+    let none = e.ok("dev", "decision.raise", untargeted.take())["id"].clone();
+    e.ok(
+        "pm",
+        "decision.resolve",
+        json!({"id": none, "choice": "yes"}),
+    );
+
+    assert_eq!(
+        e.held("dev", None),
+        json!(false),
+        "no approval lands a task"
+    );
+    for d in [&refactor, &none] {
+        assert_eq!(
+            err(&e.check("dev", json!({"task_ref": TASK, "decision": d}))),
+            "not-authorized",
+            "{d}"
+        );
+    }
+    // A task's own approval is held.
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+    assert_eq!(e.held("dev", None), json!(true));
+    e.b.close();
+}

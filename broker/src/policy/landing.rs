@@ -7,6 +7,7 @@
 use super::authority::DecisionFacts;
 use super::routing::Class;
 use crate::error::Code;
+use crate::ids::is_task_ref;
 
 /// The action a landing spends.
 pub const ACTION: &str = "git.merge.protected";
@@ -65,8 +66,10 @@ pub fn usable(d: &DecisionFacts<'_>) -> bool {
 }
 
 /// `landHeld`: true when the role (in `thread`, `None` for a role run)
-/// holds a decision a landing could use, whatever its target: a cross-role
-/// [`ACTION`] approval of its own, raised in that thread, unused, while
+/// holds a decision a landing could use: a cross-role [`ACTION`] approval
+/// of its own whose target is a task ref (whichever task: an agent's
+/// landing names a task, so an approval for land-work's `refactor` branch,
+/// or for no target, lands nothing), raised in that thread, unused, while
 /// current policy (`class`) still grants the action cross-role.
 pub fn could_land(
     d: &DecisionFacts<'_>,
@@ -77,6 +80,7 @@ pub fn could_land(
 ) -> bool {
     d.action == ACTION
         && d.raised_by_role == role
+        && d.target.is_some_and(is_task_ref)
         && d.class == Class::CrossRole
         && class == Class::CrossRole
         && decision_thread == thread
@@ -384,6 +388,13 @@ mod tests {
             ..approved()
         };
         assert!(!could_land(&open, None, "pm", None, Class::CrossRole));
+        for target in [None, Some("refactor")] {
+            let other = DecisionFacts {
+                target,
+                ..approved()
+            };
+            assert!(!could_land(&other, None, "pm", None, Class::CrossRole));
+        }
     }
 
     #[test]
