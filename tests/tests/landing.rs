@@ -1220,11 +1220,14 @@ fn a_merge_approval_for_another_branch_or_none_lands_no_task() {
         json!({"id": none, "choice": "yes"}),
     );
 
+    let before = row_counts(e.root.path());
     assert_eq!(
         e.held("dev", None),
         json!(false),
         "no approval lands a task"
     );
+    assert_eq!(row_counts(e.root.path()), before, "landHeld writes nothing");
+    assert!(e.refusals(TASK).is_empty());
     for d in [&refactor, &none] {
         assert_eq!(
             err(&e.check("dev", json!({"task_ref": TASK, "decision": d}))),
