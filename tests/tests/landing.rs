@@ -1115,7 +1115,11 @@ fn a_later_run_of_the_same_thread_lands_its_decision() {
         .as_str()
         .expect("thread id")
         .to_string();
-    let procs = [sleeper(), sleeper(), sleeper(), sleeper()];
+    let t2 = res(&human.call("thread.create", json!({"project": project, "name": "Two"})))["id"]
+        .as_str()
+        .expect("thread id")
+        .to_string();
+    let procs = [sleeper(), sleeper(), sleeper(), sleeper(), sleeper()];
     let pm = b.bind("pm", "pm-1", procs[0].id());
     res(&b.call(&pm, "role.claim", Value::Null));
     let bind_thread = |b: &mut Broker, run: &str, pid: u32| {
@@ -1167,6 +1171,11 @@ fn a_later_run_of_the_same_thread_lands_its_decision() {
     let r = b.op(json!({"op": "checkLand", "cap": h3, "args": args}));
     let ticket = res(&r)["ticket"].clone();
     end(&mut b, "h-3");
+    // The instance's run in another thread, holding it.
+    let mut rec = launch("helper", "h-2", procs[4].id());
+    rec["thread"] = json!(t2);
+    let h2 = res_launch(&b.op(json!({"op": "bindLaunch", "record": rec})));
+    res(&b.call(&h2, "role.claim", Value::Null));
     let r = b.op(json!({"op": "recordLand", "ticket": ticket["id"], "land": land(MAIN1, C1)}));
     let out = res(&r).clone();
     let filed: String = db(root.path())
@@ -1177,6 +1186,15 @@ fn a_later_run_of_the_same_thread_lands_its_decision() {
         )
         .expect("the RESULT is filed in a thread");
     assert_eq!(filed, t1);
+    let other = res(&b.call(&h2, "message.receive", Value::Null))["messages"].clone();
+    assert!(
+        !other
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["id"] == out["message"]),
+        "not delivered in another thread: {other}"
+    );
 
     let h4 = bind_thread(&mut b, "h-4", procs[3].id());
     res(&b.call(&h4, "role.claim", Value::Null));
