@@ -1259,3 +1259,53 @@ fn a_merge_approval_for_another_branch_or_none_lands_no_task() {
     assert_eq!(e.held("dev", None), json!(true));
     e.b.close();
 }
+
+/// Each landing spends its own decision: after a task landed, new work on
+/// it (a new push, a new approving verdict) lands again only with a new
+/// approval, whose ticket names the new commit.
+#[test]
+fn a_task_lands_again_only_with_a_new_approval() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d1 = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d1, "choice": "yes"}));
+    let t1 = e.ticket("dev", TASK, &d1);
+    res(&e.record(&t1["id"], land(MAIN1, C1)));
+
+    e.push("dev", TASK, C2);
+    let v2 = e.reviewed("dev", TASK, C2, "approve");
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": TASK, "decision": d1}))),
+        "decision-consumed"
+    );
+    assert_eq!(e.held("dev", None), json!(false));
+    let d2 = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d2, "choice": "yes"}));
+    let t2 = e.ticket("dev", TASK, &d2);
+    assert_eq!((&t2["commit"], &t2["verdict"]), (&json!(C2), &v2));
+    let mut second = land(PATCH, C2);
+    second["previous"] = json!(MAIN1);
+    res(&e.record(&t2["id"], second));
+    assert_eq!((e.consumed(&d1), e.consumed(&d2)), (1, 1));
+    let landings: Vec<Value> = e
+        .trail(TASK)
+        .into_iter()
+        .filter(|x| {
+            x["kind"] == json!("action.allowed")
+                && x["body"]["action"] == json!("git.merge.protected")
+        })
+        .map(|x| {
+            json!([
+                x["body"]["decision"],
+                x["body"]["reviewed"],
+                x["body"]["previous"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        landings,
+        vec![json!([d1, C1, MAIN0]), json!([d2, C2, MAIN1])]
+    );
+    e.b.close();
+}
