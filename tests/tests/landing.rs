@@ -93,6 +93,13 @@ impl Env {
     /// Closes the broker and starts another on the same store with
     /// `business`, binding the same runs again (their claims are stored).
     fn restart(self, business: Value) -> Env {
+        self.restart_after(business, true)
+    }
+
+    /// As [`Env::restart`], the broker closed (`clean`) or killed
+    /// (SIGKILL, as a crash: the harness kills it on drop) and the crash
+    /// procedure followed.
+    fn restart_after(self, business: Value, clean: bool) -> Env {
         let Env {
             root,
             b,
@@ -100,7 +107,16 @@ impl Env {
             human,
             ..
         } = self;
-        b.close();
+        if clean {
+            b.close();
+        } else {
+            drop(b);
+            // The crash procedure (docs/operations.md): the broker is
+            // gone, so only its lock and socket are removed.
+            let bus = root.path().join("bus");
+            std::fs::remove_file(bus.join("writer.lock")).expect("a crash leaves writer.lock");
+            let _ = std::fs::remove_file(bus.join("bus.sock"));
+        }
         let (mut b, reply) = Broker::spawn(root.path(), config(root.path(), &business));
         assert_eq!(reply["ok"], json!(true), "boot: {reply}");
         let mut caps = HashMap::new();
@@ -1307,5 +1323,47 @@ fn a_task_lands_again_only_with_a_new_approval() {
         landings,
         vec![json!([d1, C1, MAIN0]), json!([d2, C2, MAIN1])]
     );
+    e.b.close();
+}
+
+/// A crash (SIGKILL) instead of a close: the landing that answered is
+/// spent for good, and a ticket open at the crash is `land-unknown`, its
+/// decision still usable.
+#[test]
+fn a_crash_keeps_what_recorded_and_forgets_open_tickets() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+    let t = e.ticket("dev", TASK, &d);
+    res(&e.record(&t["id"], land(MAIN1, C1)));
+
+    e.push("pm", OTHER, C2);
+    e.reviewed("pm", OTHER, C2, "approve");
+    let pd = e.raise(
+        "pm",
+        "git.merge.protected",
+        OTHER,
+        json!({"domain": "technical"}),
+    );
+    e.ok(
+        "cto",
+        "decision.resolve",
+        json!({"id": pd, "choice": "yes"}),
+    );
+    let open = e.ticket("pm", OTHER, &pd);
+
+    let mut e = e.restart_after(business(), false);
+    assert_eq!(e.consumed(&d), 1);
+    assert_eq!(
+        err(&e.check("dev", json!({"task_ref": TASK, "decision": d}))),
+        "decision-consumed"
+    );
+    assert_eq!(err(&e.record(&open["id"], land(MAIN1, C2))), "land-unknown");
+    assert_eq!(e.held("pm", None), json!(true));
+    let again = e.ticket("pm", OTHER, &pd);
+    res(&e.record(&again["id"], land(MAIN1, C2)));
+    assert_eq!(e.consumed(&pd), 1);
     e.b.close();
 }
