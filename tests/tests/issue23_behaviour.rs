@@ -262,11 +262,12 @@ fn organization_writes_keep_their_sequence_across_a_restart() {
     let org = json!({
         "revision": 1,
         "limits": {"runs": 4, "perDefinition": {}},
-        "models": {"local": {"harness": "pi"}},
+        "models": {"local": {"harness": "pi"}, "cloud": {"harness": "claude-code"}},
         "instances": {"acme": {"dev": {"definition": "dev", "vars": {}, "launch": true}}},
         "assistants": {},
         "routes": {"default": {"model": "local", "thinking": "low"}},
-        "plugins": {"harness": {"pi": {"on": true, "levels": ["low", "high"]}}},
+        "plugins": {"harness": {"pi": {"on": true, "levels": ["low", "high"]},
+                                "claude-code": {"on": false, "levels": ["low"]}}},
     });
     std::fs::write(&path, serde_json::to_vec(&org).expect("json")).expect("write");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
@@ -304,8 +305,33 @@ fn organization_writes_keep_their_sequence_across_a_restart() {
         &json!({"revision": 3, "restart": true, "actor": "human", "instance": "dev"})
     );
 
-    // L216: a stale routes.set refuses and the file stays byte for byte.
+    // L216: the harness codes pass through from instances.set too: an
+    // instance's vars `model` and `thinking` are its route and get the
+    // route checks, as an assistant's vars do. Nothing is written.
     let before = std::fs::read(&path).expect("read");
+    for (vars, code) in [
+        (json!({"model": "cloud"}), "harness-off"),
+        (
+            json!({"model": "local", "thinking": "max"}),
+            "thinking-unsupported",
+        ),
+        (json!({"model": "nope"}), "organization-invalid"),
+        (json!({"model": 5}), "organization-invalid"),
+        (
+            json!({"model": "local", "thinking": true}),
+            "organization-invalid",
+        ),
+    ] {
+        let r = human.call(
+            "instances.set",
+            json!({"revision": 3, "instance": "dev3", "op": "add", "definition": "dev",
+                   "vars": vars}),
+        );
+        assert_eq!(err(&r), code, "{vars}: {r}");
+    }
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+
+    // L216: a stale routes.set refuses and the file stays byte for byte.
     let r = human.call(
         "routes.set",
         json!({"revision": 2, "routes": {"dev": {"model": "local"}}}),

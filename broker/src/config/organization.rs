@@ -238,19 +238,29 @@ impl Organization {
                 return Err(Code::HarnessRefused);
             }
         }
-        let routes = self
+        let mut all: Vec<(&str, Option<&str>)> = self
             .routes
             .values()
-            .map(|r| (r.model.as_str(), r.thinking.as_deref()));
-        let assistants = self
+            .map(|r| (r.model.as_str(), r.thinking.as_deref()))
+            .collect();
+        // An assistant's vars and an instance's vars carry its route in
+        // `model` and `thinking` (L216: the harness codes come from
+        // instances.set and organization.set alike).
+        let vars = self
             .assistants
             .values()
-            .flat_map(|a| a.values())
-            .filter_map(|a| {
-                let model = a.vars.get("model")?.as_str()?;
-                Some((model, a.vars.get("thinking").and_then(|t| t.as_str())))
-            });
-        for (model, thinking) in routes.chain(assistants) {
+            .flat_map(|a| a.values().map(|a| &a.vars))
+            .chain(
+                self.instances
+                    .values()
+                    .flat_map(|i| i.values().map(|i| &i.vars)),
+            );
+        for v in vars {
+            if let Some(route) = vars_route(v)? {
+                all.push(route);
+            }
+        }
+        for (model, thinking) in all {
             let m = self.models.get(model).ok_or(Code::OrganizationInvalid)?;
             let offered = levels.get(&m.harness).ok_or(Code::HarnessRefused)?;
             if !self.harness_on(&m.harness) {
@@ -276,6 +286,19 @@ impl Organization {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// The route a vars map names: its `model`, with its `thinking` when
+/// given; none without a `model`. Either one present but not a string is
+/// `organization-invalid`.
+fn vars_route(vars: &Vars) -> Result<Option<(&str, Option<&str>)>, Code> {
+    let text = |k: &str| match vars.get(k) {
+        None => Ok(None),
+        Some(v) => v.as_str().map(Some).ok_or(Code::OrganizationInvalid),
+    };
+    let model = text("model")?;
+    let thinking = text("thinking")?;
+    Ok(model.map(|m| (m, thinking)))
 }
 
 impl Limits {
