@@ -375,5 +375,76 @@ fn organization_writes_keep_their_sequence_across_a_restart() {
     let r = res(&human.call("limits", Value::Null)).clone();
     assert_eq!(r["revision"], json!(4));
     assert_eq!(r["limits"], json!({"runs": 2, "perDefinition": {}}));
+    // L216: the levels are the ones read at start. A hand edit that gives
+    // pi a new level counts for the checks only after a restart.
+    let mut edited: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+    edited["plugins"]["harness"]["pi"]["levels"] = json!(["low", "high", "max"]);
+    std::fs::write(&path, serde_json::to_vec(&edited).expect("json")).expect("hand edit");
+    let max = json!({"revision": 4, "routes": {"dev": {"model": "local", "thinking": "max"}}});
+    assert_eq!(
+        err(&human.call("routes.set", max.clone())),
+        "thinking-unsupported"
+    );
+    b.close();
+    let (b, reply) = Broker::spawn(root, cfg_chief);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    assert_eq!(
+        res(&human.call("routes.set", max)),
+        &json!({"revision": 5, "restart": true, "actor": "human"})
+    );
+    b.close();
+}
+
+/// L80: `staff.request` is action `message.send`, so a pm instance that
+/// holds it only cross-role needs an approved decision for the chief of
+/// staff, spends it once, and the evidence names it.
+#[test]
+fn a_staff_request_may_ride_on_a_cross_role_decision_once() {
+    let dir = data_root();
+    let root = dir.path();
+    let mut cfg = config(root);
+    cfg["businesses"]["acme"]["roles"]["pmx"] = json!({"definition": "pm",
+        "authority": {"withinRole": [], "crossRole": ["message.send"]}});
+    let (mut b, reply) = Broker::spawn(root, cfg);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let procs: Vec<Sleeper> = (0..3).map(|_| sleeper()).collect();
+    let _chief = bind_in(&mut b, "acme", "chief", "chief-1", procs[0].id());
+    let pm = bind_in(&mut b, "acme", "pm", "pm-1", procs[1].id());
+    let pmx = bind_in(&mut b, "acme", "pmx", "pmx-1", procs[2].id());
+    let good = json!({"task_ref": TASK, "roles": [{"role": "dev", "count": 1}]});
+
+    let r = b.call(&pmx, "staff.request", good.clone());
+    assert_eq!(err(&r), "decision-required", "{r}");
+    let r = b.call(
+        &pmx,
+        "decision.raise",
+        json!({"action": "message.send", "target": "chief", "question": "Ask for staff?",
+               "options": [{"key": "yes", "text": "Ask"}, {"key": "no", "text": "Don't"}],
+               "recommendation": "yes", "blocking": false}),
+    );
+    let d = res(&r)["id"].as_str().expect("decision id").to_string();
+    let r = b.call(&pm, "decision.resolve", json!({"id": d, "choice": "yes"}));
+    res(&r);
+    let mut with = good.clone();
+    with["decision"] = json!(d);
+    let r = res(&b.call(&pmx, "staff.request", with.clone())).clone();
+    let id = r["message"].as_str().expect("message id").to_string();
+    let allowed: String = db(root)
+        .query_row(
+            "SELECT body FROM events WHERE kind = 'action.allowed' AND role = 'pmx'
+               AND json_extract(body, '$.operation') = 'staff.request'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the action.allowed");
+    let allowed: Value = serde_json::from_str(&allowed).expect("json");
+    assert_eq!(allowed["decision"], json!(d), "{allowed}");
+    assert_eq!(allowed["message"], json!(id), "{allowed}");
+    assert_eq!(allowed["staff_for"], json!(TASK), "{allowed}");
+    // Spent: the same decision does not carry a second request.
+    let r = b.call(&pmx, "staff.request", with);
+    assert_eq!(err(&r), "decision-consumed", "{r}");
     b.close();
 }
