@@ -6,6 +6,7 @@
 //! block), so the id is what counts once. Every other line type (user
 //! input, tool results, summaries, system lines) carries no usage.
 
+use super::json::{count, object, object_at, reply_id};
 use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
 use serde_json::Value;
@@ -24,27 +25,16 @@ impl Source for ClaudeCode {
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
-        let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
+        let obj = object(line)?;
         let sidechain = obj.get("isSidechain").and_then(Value::as_bool) == Some(true);
         match obj.get("type").and_then(Value::as_str) {
             Some("assistant") => {}
-            Some("user") if interrupted(obj) => return Ok(Some(Line::Interrupted { sidechain })),
+            Some("user") if interrupted(&obj) => return Ok(Some(Line::Interrupted { sidechain })),
             _ => return Ok(None),
         }
-        let msg = obj
-            .get("message")
-            .and_then(Value::as_object)
-            .ok_or(Code::UsageParseFailed)?;
-        let id = msg
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.len() <= 256)
-            .ok_or(Code::UsageParseFailed)?;
-        let usage = msg
-            .get("usage")
-            .and_then(Value::as_object)
-            .ok_or(Code::UsageParseFailed)?;
+        let msg = object_at(&obj, "message")?;
+        let id = reply_id(msg.get("id"))?;
+        let usage = object_at(msg, "usage")?;
         let tokens = Tokens {
             input: count(usage.get("input_tokens"), false)?,
             output: count(usage.get("output_tokens"), false)?,
@@ -91,19 +81,6 @@ fn interrupted(obj: &serde_json::Map<String, Value>) -> bool {
                 && starts(b.get("text").and_then(Value::as_str))
         }),
         _ => false,
-    }
-}
-
-/// A token count: a non-negative integer up to 2^63-1; the cache counts
-/// may be absent or null (0: the API leaves them out when no cache was used).
-pub(crate) fn count(v: Option<&Value>, optional: bool) -> Result<u64, Code> {
-    match v {
-        None | Some(Value::Null) if optional => Ok(0),
-        Some(n) => n
-            .as_u64()
-            .filter(|n| *n <= super::COUNT_MAX)
-            .ok_or(Code::UsageParseFailed),
-        None => Err(Code::UsageParseFailed),
     }
 }
 

@@ -109,6 +109,52 @@ pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What the sources read of a transcript line; anything off is
+/// `usage-parse-failed`.
+pub(crate) mod json {
+    use crate::error::Code;
+    use serde_json::{Map, Value};
+
+    /// The line as a JSON object.
+    pub fn object(line: &[u8]) -> Result<Map<String, Value>, Code> {
+        match serde_json::from_slice(line) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(Code::UsageParseFailed),
+        }
+    }
+
+    /// The object under `key`.
+    pub fn object_at<'a>(
+        obj: &'a Map<String, Value>,
+        key: &str,
+    ) -> Result<&'a Map<String, Value>, Code> {
+        obj.get(key)
+            .and_then(Value::as_object)
+            .ok_or(Code::UsageParseFailed)
+    }
+
+    /// A reply id: a string of 1 to 256 bytes.
+    pub fn reply_id(v: Option<&Value>) -> Result<&str, Code> {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .ok_or(Code::UsageParseFailed)
+    }
+
+    /// A token count: a non-negative integer up to 2^63-1; an `optional`
+    /// one may be absent or null (0: Claude Code's API leaves the cache
+    /// counts out when no cache was used).
+    pub fn count(v: Option<&Value>, optional: bool) -> Result<u64, Code> {
+        match v {
+            None | Some(Value::Null) if optional => Ok(0),
+            Some(n) => n
+                .as_u64()
+                .filter(|n| *n <= super::COUNT_MAX)
+                .ok_or(Code::UsageParseFailed),
+            None => Err(Code::UsageParseFailed),
+        }
+    }
+}
+
 /// Sums what a turn appended (`parts`, whole lines per file). Each reply
 /// counts once, by its id over all files (the last line of an id holds its
 /// usage), and a reply whose id is in `charged` (written before the turn:

@@ -7,7 +7,7 @@
 //! `length`, `error`, `aborted`) ends it. A reply is known by its entry
 //! `id` and `timestamp` together.
 
-use super::claude_code::count;
+use super::json::{count, object, object_at, reply_id};
 use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
 use serde_json::Value;
@@ -20,23 +20,15 @@ impl Source for Pi {
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        let v: Value = serde_json::from_slice(line).map_err(|_| Code::UsageParseFailed)?;
-        let obj = v.as_object().ok_or(Code::UsageParseFailed)?;
+        let obj = object(line)?;
         if obj.get("type").and_then(Value::as_str) != Some("message") {
             return Ok(None);
         }
-        let msg = obj
-            .get("message")
-            .and_then(Value::as_object)
-            .ok_or(Code::UsageParseFailed)?;
+        let msg = object_at(&obj, "message")?;
         if msg.get("role").and_then(Value::as_str) != Some("assistant") {
             return Ok(None);
         }
-        let id = obj
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.len() <= 256)
-            .ok_or(Code::UsageParseFailed)?;
+        let id = reply_id(obj.get("id"))?;
         // The entry id is short (8 hex digits) and unique within its
         // session file only; with the entry's timestamp it names one reply
         // across files, and a copy (a fork) keeps both.
@@ -44,10 +36,7 @@ impl Source for Pi {
             Some(ts) if ts.len() <= 64 => format!("{id} {ts}"),
             _ => id.to_string(),
         };
-        let usage = msg
-            .get("usage")
-            .and_then(Value::as_object)
-            .ok_or(Code::UsageParseFailed)?;
+        let usage = object_at(msg, "usage")?;
         let tokens = Tokens {
             input: count(usage.get("input"), false)?,
             output: count(usage.get("output"), false)?,
