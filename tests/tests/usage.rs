@@ -686,6 +686,29 @@ fn the_usage_read_sums_what_the_turns_recorded() {
 /// The baseline is in the store before `usage.begin` answers: a broker
 /// restarted between a turn's begin and its end (the run bound again with
 /// its record) counts the turn against it.
+/// Binds pm (`run-pm`) and dev (`run-dev`: Claude Code, transcript `t`,
+/// account `acct-r`) to the two sleepers, as a restarted broker binds them
+/// again; their capabilities.
+fn bind_pm_and_dev(b: &mut Broker, procs: &[Sleeper], t: &Path) -> (String, String) {
+    let pm = b.bind("pm", "run-pm", procs[0].id());
+    let dev_rec = json!({"business": "acme", "role": "dev", "run": "run-dev",
+        "harness": "claude-code", "pid": procs[1].id(), "startTime": start_time(procs[1].id()),
+        "transcript": t.to_str().unwrap(), "account": "acct-r"});
+    let r = b.op(json!({"op": "bindLaunch", "record": dev_rec}));
+    let dev = r["launch"]["cap"].as_str().expect("cap").to_string();
+    (pm, dev)
+}
+
+/// Both claim their roles and pm sends dev a message, which dev receives:
+/// the turn's id.
+fn delivered_turn(b: &Broker, pm: &str, dev: &str) -> String {
+    res(&b.call(pm, "role.claim", Value::Null));
+    res(&b.call(dev, "role.claim", Value::Null));
+    let sent = res(&b.call(pm, "message.send", json!({"to": "dev", "body": "go"}))).clone();
+    res(&b.call(dev, "message.receive", Value::Null));
+    sent["id"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn a_baseline_taken_before_a_restart_counts_the_turn_after_it() {
     let root = data_root();
@@ -699,22 +722,9 @@ fn a_baseline_taken_before_a_restart_counts_the_turn_after_it() {
         ],
     );
     let procs: Vec<Sleeper> = (0..2).map(|_| sleeper()).collect();
-    let dev_rec = json!({"business": "acme", "role": "dev", "run": "run-dev",
-        "harness": "claude-code", "pid": procs[1].id(), "startTime": start_time(procs[1].id()),
-        "transcript": t.to_str().unwrap(), "account": "acct-r"});
-    let bind = |b: &mut Broker| {
-        let pm = b.bind("pm", "run-pm", procs[0].id());
-        let r = b.op(json!({"op": "bindLaunch", "record": dev_rec}));
-        let dev = r["launch"]["cap"].as_str().expect("cap").to_string();
-        (pm, dev)
-    };
     let mut b = Broker::start(root.path());
-    let (pm, dev) = bind(&mut b);
-    res(&b.call(&pm, "role.claim", Value::Null));
-    res(&b.call(&dev, "role.claim", Value::Null));
-    let sent = res(&b.call(&pm, "message.send", json!({"to": "dev", "body": "go"}))).clone();
-    res(&b.call(&dev, "message.receive", Value::Null));
-    let turn = sent["id"].as_str().unwrap().to_string();
+    let (pm, dev) = bind_pm_and_dev(&mut b, &procs, &t);
+    let turn = delivered_turn(&b, &pm, &dev);
     let begun = res(&b.call(&dev, "usage.begin", json!({"turn": turn}))).clone();
     assert_eq!(begun, baselined(&turn, "claude-code"));
     b.close();
@@ -724,7 +734,7 @@ fn a_baseline_taken_before_a_restart_counts_the_turn_after_it() {
         &[cc_user(), cc("m1", [4, 3, 2, 1], json!("end_turn"), "text")],
     );
     let mut b = Broker::start(root.path());
-    let (_, dev) = bind(&mut b);
+    let (_, dev) = bind_pm_and_dev(&mut b, &procs, &t);
     // The claim outlives the broker; the begin is a replay.
     assert_eq!(
         res(&b.call(&dev, "usage.begin", json!({"turn": turn}))),
@@ -996,22 +1006,9 @@ fn an_end_replayed_after_a_restart_charges_nothing_more() {
     let files = tempfile::tempdir().expect("tempdir");
     let t = files.path().join("s.jsonl");
     let procs: Vec<Sleeper> = (0..2).map(|_| sleeper()).collect();
-    let dev_rec = json!({"business": "acme", "role": "dev", "run": "run-dev",
-        "harness": "claude-code", "pid": procs[1].id(), "startTime": start_time(procs[1].id()),
-        "transcript": t.to_str().unwrap(), "account": "acct-r"});
-    let bind = |b: &mut Broker| {
-        let pm = b.bind("pm", "run-pm", procs[0].id());
-        let r = b.op(json!({"op": "bindLaunch", "record": dev_rec}));
-        let dev = r["launch"]["cap"].as_str().expect("cap").to_string();
-        (pm, dev)
-    };
     let mut b = Broker::start(root.path());
-    let (pm, dev) = bind(&mut b);
-    res(&b.call(&pm, "role.claim", Value::Null));
-    res(&b.call(&dev, "role.claim", Value::Null));
-    let sent = res(&b.call(&pm, "message.send", json!({"to": "dev", "body": "go"}))).clone();
-    res(&b.call(&dev, "message.receive", Value::Null));
-    let turn = sent["id"].as_str().unwrap().to_string();
+    let (pm, dev) = bind_pm_and_dev(&mut b, &procs, &t);
+    let turn = delivered_turn(&b, &pm, &dev);
     res(&b.call(&dev, "usage.begin", json!({"turn": turn})));
     append(
         &t,
@@ -1029,7 +1026,7 @@ fn an_end_replayed_after_a_restart_charges_nothing_more() {
         ],
     );
     let mut b = Broker::start(root.path());
-    let (_, dev) = bind(&mut b);
+    let (_, dev) = bind_pm_and_dev(&mut b, &procs, &t);
     assert_eq!(
         res(&b.call(&dev, "usage.end", json!({"turn": turn}))),
         &ended
