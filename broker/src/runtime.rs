@@ -392,7 +392,7 @@ impl Runtime {
     /// `recordLand`: records a landing once main moved (spends the decision).
     pub fn record_land(&self, ticket: &str, land: Map<String, Value>) -> Result<Value, Code> {
         self.op(HostOp::RecordLand(landing::RecordLand {
-            ticket: ticket.to_string(),
+            ticket: landing::TicketRef::by_id(ticket),
             land,
         }))
     }
@@ -400,7 +400,7 @@ impl Runtime {
     /// `landRefused`: ends a landing with the host's refusal code.
     pub fn land_refused(&self, ticket: &str, args: Map<String, Value>) -> Result<Value, Code> {
         self.op(HostOp::LandRefused(landing::LandRefused {
-            ticket: ticket.to_string(),
+            ticket: landing::TicketRef::by_id(ticket),
             args,
         }))
     }

@@ -1326,6 +1326,48 @@ fn a_task_lands_again_only_with_a_new_approval() {
     e.b.close();
 }
 
+/// The spec's `recordLand {ticket, land}` / `landRefused {ticket, args}`
+/// may carry the ticket object `checkLand` returned instead of its id
+/// (DESIGN.md): it must be that ticket exactly; an altered copy is
+/// `land-unknown`, an object without a string id `invalid-request`.
+#[test]
+fn the_ticket_may_come_back_whole_as_check_land_gave_it() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d, "choice": "yes"}));
+    let t = e.ticket("dev", TASK, &d);
+    let before = row_counts(e.root.path());
+    let mut altered = t.clone();
+    altered["commit"] = json!(C2);
+    assert_eq!(err(&e.record(&altered, land(MAIN1, C1))), "land-unknown");
+    let r = e.b.op(json!({"op": "landRefused", "ticket": altered,
+                          "args": {"code": "merge-conflict", "notify": false}}));
+    assert_eq!(err(&r), "land-unknown");
+    let mut no_id = t.clone();
+    no_id.as_object_mut().expect("ticket").remove("id");
+    assert_eq!(err(&e.record(&no_id, land(MAIN1, C1))), "invalid-request");
+    assert_eq!(row_counts(e.root.path()), before);
+    // The whole ticket, as given: the landing is recorded and spent.
+    res(&e.record(&t, land(MAIN1, C1)));
+    assert_eq!(e.consumed(&d), 1);
+    assert_eq!(err(&e.record(&t, land(MAIN1, C1))), "land-unknown");
+
+    // landRefused takes it whole too.
+    e.push("dev", TASK, C2);
+    e.reviewed("dev", TASK, C2, "approve");
+    let d2 = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    e.ok("pm", "decision.resolve", json!({"id": d2, "choice": "yes"}));
+    let t2 = e.ticket("dev", TASK, &d2);
+    let r = e.b.op(json!({"op": "landRefused", "ticket": t2,
+                          "args": {"code": "merge-conflict", "notify": false}}));
+    assert!(res(&r)["event"].is_string(), "{r}");
+    assert_eq!(err(&e.record(&t2["id"], land(MAIN1, C2))), "land-unknown");
+    assert_eq!(e.consumed(&d2), 0);
+    e.b.close();
+}
+
 /// A crash (SIGKILL) instead of a close: the landing that answered is
 /// spent for good, and a ticket open at the crash is `land-unknown`, its
 /// decision still usable.

@@ -223,9 +223,46 @@ fn object_name(m: &mut Map<String, Value>, key: &str) -> Result<String, Code> {
     }
 }
 
-/// The open ticket `id`, or `land-unknown`.
-fn open_ticket(core: &Core, id: &str) -> Result<Ticket, Code> {
-    core.ticket(id).cloned().ok_or(Code::LandUnknown)
+/// How `recordLand` and `landRefused` name their ticket: its `id`
+/// (DESIGN.md), or the ticket object itself as `checkLand` returned it
+/// (the spec's `ticket`), which must then be that ticket exactly.
+pub struct TicketRef {
+    pub id: String,
+    pub whole: Option<Value>,
+}
+
+impl TicketRef {
+    /// The ticket by its id (the embedded runtime's calls).
+    pub fn by_id(id: &str) -> TicketRef {
+        TicketRef {
+            id: id.to_string(),
+            whole: None,
+        }
+    }
+
+    fn parse(f: &mut Fields) -> Result<TicketRef, Code> {
+        match f.take("ticket") {
+            Some(Value::String(id)) => Ok(TicketRef { id, whole: None }),
+            Some(whole @ Value::Object(_)) => match whole.get("id") {
+                Some(Value::String(id)) => Ok(TicketRef {
+                    id: id.clone(),
+                    whole: Some(whole),
+                }),
+                _ => Err(Code::InvalidRequest),
+            },
+            _ => Err(Code::InvalidRequest),
+        }
+    }
+}
+
+/// The open ticket `r` names, or `land-unknown` (also for a ticket object
+/// that is not the one `checkLand` issued under its id).
+fn open_ticket(core: &Core, r: &TicketRef) -> Result<Ticket, Code> {
+    let t = core.ticket(&r.id).cloned().ok_or(Code::LandUnknown)?;
+    match &r.whole {
+        Some(whole) if *whole != t.to_json() => Err(Code::LandUnknown),
+        _ => Ok(t),
+    }
 }
 
 /// Records a refusal of `op` against the ticket's run, on its task's trail.
@@ -268,7 +305,11 @@ fn result_message(t: &mut Tx<'_>, ticket: &Ticket, body: &str) -> Result<String,
 /// on the task's trail and the RESULT to the role. A refusal keeps the
 /// ticket open, so the host, having moved main back, can still end it with
 /// `landRefused`.
-fn record_land(core: &mut Core, ticket: &str, mut land: Map<String, Value>) -> Result<Value, Code> {
+fn record_land(
+    core: &mut Core,
+    ticket: &TicketRef,
+    mut land: Map<String, Value>,
+) -> Result<Value, Code> {
     let tk = open_ticket(core, ticket)?;
     let r = (|| {
         let commit = object_name(&mut land, "commit")?;
@@ -334,7 +375,7 @@ fn record_land(core: &mut Core, ticket: &str, mut land: Map<String, Value>) -> R
     })();
     match r {
         Ok(v) => {
-            core.end_ticket(ticket);
+            core.end_ticket(&ticket.id);
             tracing::info!(business = %tk.business, role = %tk.role, task = %tk.task_ref,
                 "landing recorded");
             Ok(v)
@@ -348,7 +389,7 @@ fn record_land(core: &mut Core, ticket: &str, mut land: Map<String, Value>) -> R
 /// task's trail, the landing ended, and with `notify` a RESULT to the role.
 fn land_refused(
     core: &mut Core,
-    ticket: &str,
+    ticket: &TicketRef,
     mut args: Map<String, Value>,
 ) -> Result<Value, Code> {
     let tk = open_ticket(core, ticket)?;
@@ -398,7 +439,7 @@ fn land_refused(
     })();
     match r {
         Ok(v) => {
-            core.end_ticket(ticket);
+            core.end_ticket(&ticket.id);
             Ok(v)
         }
         Err(code) => Err(refuse_on(core, &tk, "landRefused", code)),
@@ -459,13 +500,13 @@ impl CheckLand {
 /// `land` is read once the ticket is known, so its refusals are recorded
 /// on the ticket's run.
 pub struct RecordLand {
-    pub ticket: String,
+    pub ticket: TicketRef,
     pub land: Map<String, Value>,
 }
 
 impl RecordLand {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let ticket = f.str("ticket")?;
+        let ticket = TicketRef::parse(&mut f)?;
         let land = f.object("land")?;
         f.finish()?;
         Ok(RecordLand { ticket, land })
@@ -479,13 +520,13 @@ impl RecordLand {
 /// `landRefused {ticket, args: {code, detail?, notify}}`; like `recordLand`,
 /// `args` is read once the ticket is known.
 pub struct LandRefused {
-    pub ticket: String,
+    pub ticket: TicketRef,
     pub args: Map<String, Value>,
 }
 
 impl LandRefused {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let ticket = f.str("ticket")?;
+        let ticket = TicketRef::parse(&mut f)?;
         let args = f.object("args")?;
         f.finish()?;
         Ok(LandRefused { ticket, args })
