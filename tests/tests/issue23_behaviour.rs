@@ -394,6 +394,34 @@ fn organization_writes_keep_their_sequence_across_a_restart() {
         res(&human.call("routes.set", max)),
         &json!({"revision": 5, "restart": true, "actor": "human"})
     );
+    // Four writers with the same revision at once: one wins, the others
+    // are stale, and the revision moves by one.
+    let sessions: Vec<ShimSession> = (0..4).map(|_| ShimSession::human(&b)).collect();
+    let writers: Vec<_> = sessions
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            std::thread::spawn(move || {
+                s.call(
+                    "limits.set",
+                    json!({"revision": 5, "limits": {"runs": i, "perDefinition": {}}}),
+                )
+            })
+        })
+        .collect();
+    let replies: Vec<Value> = writers
+        .into_iter()
+        .map(|h| h.join().expect("writer thread"))
+        .collect();
+    let won: Vec<&Value> = replies.iter().filter(|r| r["ok"] == json!(true)).collect();
+    assert_eq!(won.len(), 1, "{replies:?}");
+    assert_eq!(won[0]["result"]["revision"], json!(6));
+    for r in replies.iter().filter(|r| r["ok"] != json!(true)) {
+        assert_eq!(err(r), "organization-stale", "{r}");
+    }
+    let file: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+    assert_eq!(file["revision"], json!(6));
+    assert_eq!(changes(root).len(), 5);
     b.close();
 }
 
