@@ -240,17 +240,17 @@ impl TicketRef {
         }
     }
 
+    /// The id, or the object's `id`, under the one host string rule.
     fn parse(f: &mut Fields) -> Result<TicketRef, Code> {
         match f.take("ticket") {
-            Some(Value::String(id)) => Ok(TicketRef { id, whole: None }),
-            Some(whole @ Value::Object(_)) => match whole.get("id") {
-                Some(Value::String(id)) => Ok(TicketRef {
-                    id: id.clone(),
-                    whole: Some(whole),
-                }),
-                _ => Err(Code::InvalidRequest),
-            },
-            _ => Err(Code::InvalidRequest),
+            Some(whole @ Value::Object(_)) => Ok(TicketRef {
+                id: super::host_str(whole.get("id").cloned())?,
+                whole: Some(whole),
+            }),
+            id => Ok(TicketRef {
+                id: super::host_str(id)?,
+                whole: None,
+            }),
         }
     }
 }

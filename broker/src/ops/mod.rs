@@ -236,6 +236,7 @@ mod tests {
             ),
             ("checkLand", json!({"cap": nul, "args": {}})),
             ("recordLand", json!({"ticket": nul, "land": {}})),
+            ("recordLand", json!({"ticket": {"id": nul}, "land": {}})),
             ("landRefused", json!({"ticket": nul, "args": {}})),
             (
                 "landHeld",
