@@ -118,6 +118,9 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     // and waits; the launcher is not told about a message to itself.
     let r = res(&b.call(&pm, "staff.request", good.clone())).clone();
     assert_eq!(r["to"], json!("chief"), "{r}");
+    // Exactly the row's {message, to}: no `waiting` beside it.
+    let keys: Vec<&String> = r.as_object().expect("reply").keys().collect();
+    assert_eq!(keys, ["message", "to"], "{r}");
     let id = r["message"].as_str().expect("message id").to_string();
     assert!(notices(root).is_empty(), "{:?}", notices(root));
     let chief = bind_in(&mut b, "acme", "chief", "chief-1", procs[2].id());

@@ -746,11 +746,9 @@ impl Verb for StaffRequest {
             to_name: None,
         };
         let sent = send.send(core, caller)?;
-        let mut reply = json!({"message": sent["id"], "to": launcher});
-        if let Some(w) = sent.get("waiting") {
-            reply["waiting"] = w.clone();
-        }
-        Ok(reply)
+        // The row's reply is exactly {message, to} (L80): no `waiting`,
+        // even when no run holds the launcher.
+        Ok(json!({"message": sent["id"], "to": launcher}))
     }
 }
 
