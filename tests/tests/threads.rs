@@ -1114,3 +1114,79 @@ fn thread_runs_release_restart_and_stop_as_the_spec_says() {
     assert_eq!(state_of(&mut b, &t1)["holder"], json!("h-3"));
     let _ = b.op(json!({"op": "close"}));
 }
+
+/// Launch notices stay out of threads (3i L188, L190): a reply into an
+/// unheld thread carries no `waiting`, and neither it, `thread.send` nor a
+/// decision close tells `launch.by`. A thread run's message is in its own
+/// thread, so it can't go to another thread instance (whose runs receive
+/// only their own threads): `thread-instance-mismatch`, nothing stored.
+#[test]
+fn threads_send_no_notices_and_stay_with_their_instance() {
+    let root = data_root();
+    let mut b = boot(root.path(), "Ada", false);
+    let h = ShimSession::human(&b);
+    let (t1, _t2) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..3).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let to_chief = res(&b.call(
+        &h1,
+        "message.send",
+        json!({"to": "chief", "body": "Need a pm"}),
+    ))["id"]
+        .clone();
+    let d = res(&b.call(&h1, "decision.raise", raise("prd.approve", None))).clone();
+    let id = d["decision"]["id"]
+        .as_str()
+        .or(d["id"].as_str())
+        .expect("id")
+        .to_string();
+    let r = b.op(
+        json!({"op": "endLaunch", "record": {"business": "acme", "run": "h-1", "reason": "done"}}),
+    );
+    assert_eq!(res(&r)["released"], json!(true));
+    h.ok(
+        "thread.send",
+        json!({"thread": t1, "body": "While nobody holds it"}),
+    );
+    h.ok("decision.resolve", json!({"id": id, "choice": "yes"}));
+    let chief = b.claimed("chief", "chief-1", procs[1].id());
+    let reply = res(&b.call(
+        &chief,
+        "message.send",
+        json!({"to": "helper", "body": "A pm is on it", "in_reply_to": to_chief}),
+    ))
+    .clone();
+    assert!(reply.get("waiting").is_none(), "{reply}");
+    let got = res(&b.call(&chief, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), [to_chief.as_str().expect("id")]);
+    assert_eq!(
+        count(
+            root.path(),
+            "SELECT count(*) FROM messages WHERE from_role = '_bus'"
+        ),
+        0
+    );
+    assert_eq!(state_of(&mut b, &t1)["pending"], json!(3));
+    b.close();
+
+    // A second thread instance (the business file changed).
+    let (mut b, reply) = Broker::spawn(
+        root.path(),
+        json!({"dataRoot": root.path().to_str().expect("utf-8"),
+               "businesses": businesses("Ada", true)}),
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let h2 = claimed_thread(&mut b, "h-2", procs[2].id(), &t1);
+    let before = count(root.path(), "SELECT count(*) FROM messages");
+    for args in [
+        json!({"to": "helper2", "body": "hey"}),
+        json!({"to": "helper2", "body": "hey", "in_reply_to": to_chief}),
+    ] {
+        assert_eq!(
+            err(&b.call(&h2, "message.send", args)),
+            "thread-instance-mismatch"
+        );
+    }
+    assert_eq!(count(root.path(), "SELECT count(*) FROM messages"), before);
+    let _ = b.op(json!({"op": "close"}));
+}

@@ -290,9 +290,13 @@ impl Send {
     fn thread(&self, t: &Tx<'_>, biz: &Business, caller: &Caller) -> Result<Option<String>, Code> {
         if let Caller::Role { role, run, .. } = caller {
             if is_thread_instance(biz, role) {
-                return threads::held_by(&t.tx, &biz.id, run)?
-                    .ok_or(Code::NotHolder)
-                    .map(Some);
+                let held = threads::held_by(&t.tx, &biz.id, run)?.ok_or(Code::NotHolder)?;
+                // Its thread is this instance's: another thread instance's
+                // runs would never receive it (decisions.md).
+                if self.to != *role && is_thread_instance(biz, &self.to) {
+                    return Err(Code::ThreadInstanceMismatch);
+                }
+                return Ok(Some(held));
             }
         }
         if !is_thread_instance(biz, &self.to) {
