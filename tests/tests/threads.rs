@@ -1000,6 +1000,16 @@ fn agents_lists_held_threads_and_their_stranded_messages() {
         helper(res(&b.call(&b.reader_cap(), "agents", Value::Null))),
         rows
     );
+    // Never replayed to the new holder, who can't acknowledge it either.
+    assert_eq!(
+        res(&b.call(&_h2, "message.receive", Value::Null))["messages"],
+        json!([])
+    );
+    assert_eq!(
+        err(&b.call(&_h2, "message.read", json!({"id": asked}))),
+        "not-holder"
+    );
+    assert_eq!(helper(&h.ok("agents", Value::Null)), rows);
     let _ = b.op(json!({"op": "close"}));
 }
 
