@@ -1095,6 +1095,17 @@ fn thread_runs_release_restart_and_stop_as_the_spec_says() {
     ))
     .clone();
     assert_eq!(r, json!({"revoked": true, "threads": 1}));
+    // The reason is logged in the action.allowed body (L68).
+    assert_eq!(
+        count(
+            root.path(),
+            "SELECT count(*) FROM events WHERE kind = 'action.allowed' AND run = 'chief-1'
+               AND json_extract(body, '$.action') = 'role.revoke'
+               AND json_extract(body, '$.target') = 'helper'
+               AND json_extract(body, '$.reason') = 'bye'"
+        ),
+        1
+    );
     claimed_thread(&mut b, "h-3", procs[3].id(), &t1);
     b.close();
     let mut b = boot_for_ends(root.path());
