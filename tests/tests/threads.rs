@@ -1211,3 +1211,58 @@ fn threads_send_no_notices_and_stay_with_their_instance() {
     assert_eq!(count(root.path(), "SELECT count(*) FROM messages"), before);
     let _ = b.op(json!({"op": "close"}));
 }
+
+/// The sizes the spec gives: `thread.messages` answers at most 50 without
+/// `limit` (L99) and at most 200 with it; a thread run's `message.receive`
+/// hands at most 100 of its thread's messages, oldest first (L73).
+#[test]
+fn thread_pages_and_batches_keep_their_sizes() {
+    let root = data_root();
+    let mut b = boot(root.path(), "Ada", false);
+    let h = ShimSession::human(&b);
+    let (t1, t2) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..2).map(|_| sleeper()).collect();
+    let first = h.ok("thread.send", json!({"thread": t1, "body": "start"}))["id"].clone();
+    h.ok("thread.send", json!({"thread": t2, "body": "other"}));
+    // Even in reply to a thread message, the human uses thread.send.
+    assert_eq!(
+        err(&h.call(
+            "message.send",
+            json!({"to": "helper", "body": "x", "in_reply_to": first})
+        )),
+        "thread-required-use-thread-send"
+    );
+    let chief = b.claimed("chief", "chief-1", procs[0].id());
+    let mut sent = vec![first.as_str().expect("id").to_string()];
+    for i in 0..219 {
+        let r = b.call(
+            &chief,
+            "message.send",
+            json!({"to": "helper", "body": format!("note {i}"), "in_reply_to": first}),
+        );
+        sent.push(res(&r)["id"].as_str().expect("id").to_string());
+    }
+    let page = h.ok("thread.messages", json!({"thread": t1}));
+    assert_eq!(ids(&page["messages"]), sent[..50]);
+    assert_eq!(page["next"], json!(sent[49]));
+    let page = h.ok(
+        "thread.messages",
+        json!({"thread": t1, "after": sent[49], "limit": 200}),
+    );
+    assert_eq!(ids(&page["messages"]), sent[50..220]);
+    assert_eq!(page["next"], Value::Null);
+
+    let h1 = claimed_thread(&mut b, "h-1", procs[1].id(), &t1);
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), sent[..100]);
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), sent[100..200]);
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), sent[200..220]);
+    assert_eq!(
+        res(&b.call(&h1, "message.receive", Value::Null))["messages"],
+        json!([])
+    );
+    assert_eq!(state_of(&mut b, &t2)["pending"], json!(1));
+    let _ = b.op(json!({"op": "close"}));
+}
