@@ -973,6 +973,8 @@ fn agents_lists_held_threads_and_their_stranded_messages() {
     // The next holder of t1 sees it stranded; a holder of t2 doesn't.
     let _h2 = claimed_thread(&mut b, "h-2", procs[1].id(), &t1);
     let _h3 = claimed_thread(&mut b, "h-3", procs[2].id(), &t2);
+    h.ok("thread.send", json!({"thread": t2, "body": "Budget"}));
+    res(&b.call(&_h3, "message.receive", Value::Null));
     let rows = helper(&h.ok("agents", Value::Null));
     assert_eq!(rows.len(), 2, "{rows:?}");
     let of = |t: &str| {
@@ -995,6 +997,7 @@ fn agents_lists_held_threads_and_their_stranded_messages() {
     assert!(s["at"].is_string());
     let r2 = of(&t2);
     assert_eq!((&r2["run"], &r2["stranded"]), (&json!("h-3"), &json!([])));
+    assert_eq!(r2["working"]["messages"], json!(1));
     // The reader sees the same.
     assert_eq!(
         helper(res(&b.call(&b.reader_cap(), "agents", Value::Null))),
@@ -1209,6 +1212,11 @@ fn threads_send_no_notices_and_stay_with_their_instance() {
         );
     }
     assert_eq!(count(root.path(), "SELECT count(*) FROM messages"), before);
+    // And a run of the other instance can't be bound to helper's thread.
+    let p = sleeper();
+    let r =
+        b.op(json!({"op": "bindLaunch", "record": thread_launch("helper2", "x-1", p.id(), &t1)}));
+    assert_eq!(err(&r), "thread-not-found");
     let _ = b.op(json!({"op": "close"}));
 }
 

@@ -130,14 +130,20 @@ fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     for role in biz.roles.keys() {
         if crate::policy::threads::is_thread_instance(biz, role) {
             // No role claim: one row per held thread (decisions.md).
-            for mut row in threads::held_claim_rows(conn, b, role)? {
+            let mut rows = threads::held_claim_rows(conn, b, role)?;
+            let holders: HashSet<String> = rows
+                .iter()
+                .filter_map(|r| r["run"].as_str().map(str::to_string))
+                .collect();
+            for row in rows.iter_mut() {
                 if full {
                     let run = row["run"].as_str().unwrap_or_default().to_string();
                     let thread = row["thread"].as_str().unwrap_or_default().to_string();
-                    agent_state(&core.store, b, role, &run, Some(&thread), &mut row)?;
+                    let of = Some((thread.as_str(), &holders));
+                    agent_state(&core.store, b, role, &run, of, row)?;
                 }
-                out.push(row);
             }
+            out.extend(rows);
             continue;
         }
         let row = reads::latest_claim(conn, b, role)?;
@@ -155,14 +161,15 @@ fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
 }
 
 /// The spec's "Agent state" for one held role, or for one held `thread`
-/// of a thread instance: then only that thread's deliveries are stranded
-/// (a run holds one thread, so its own deliveries are all in it).
+/// of a thread instance (with the runs holding its threads now): then only
+/// that thread's deliveries are stranded. A run holds one thread, so what
+/// another holder received is in its own thread, never stranded here.
 fn agent_state(
     store: &crate::store::Store,
     b: &str,
     role: &str,
     run: &str,
-    thread: Option<&str>,
+    thread: Option<(&str, &HashSet<String>)>,
     row: &mut Value,
 ) -> Result<(), Code> {
     let conn = store.conn();
@@ -177,8 +184,10 @@ fn agent_state(
             n += 1;
             since = since.or(Some(e.at.as_str()));
         } else if stranded.len() < STRANDED {
-            if let Some(t) = thread {
-                if threads::of_message(conn, &e.message)?.as_deref() != Some(t) {
+            if let Some((t, holders)) = thread {
+                if holders.contains(&e.run)
+                    || threads::of_message(conn, &e.message)?.as_deref() != Some(t)
+                {
                     continue;
                 }
             }
