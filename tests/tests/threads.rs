@@ -1013,6 +1013,9 @@ fn agents_lists_held_threads_and_their_stranded_messages() {
         "not-holder"
     );
     assert_eq!(helper(&h.ok("agents", Value::Null)), rows);
+    // Stranded keeps no later run from idling out (row 121).
+    let r = b.op(json!({"op": "threadIdle", "business": "acme", "thread": t1, "run": "h-2"}));
+    assert_eq!(res(&r), &json!({"released": true}));
     let _ = b.op(json!({"op": "close"}));
 }
 
@@ -1272,5 +1275,40 @@ fn thread_pages_and_batches_keep_their_sizes() {
         json!([])
     );
     assert_eq!(state_of(&mut b, &t2)["pending"], json!(1));
+    let _ = b.op(json!({"op": "close"}));
+}
+
+/// A thread-bound approval outlives a restart (L157): after it, a new run of
+/// the same thread consumes it, the instance's run in another thread gets
+/// `decision-mismatch`, and a second use `decision-consumed`.
+#[test]
+fn a_thread_bound_approval_outlives_a_restart() {
+    let root = data_root();
+    let mut b = boot_for_ends(root.path());
+    let h = ShimSession::human(&b);
+    let (t1, t2) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..3).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let d = res(&b.call(&h1, "decision.raise", raise("prd.approve", None))).clone();
+    let id = d["decision"]["id"]
+        .as_str()
+        .or(d["id"].as_str())
+        .expect("id")
+        .to_string();
+    h.ok("decision.resolve", json!({"id": id, "choice": "yes"}));
+    let r = b.op(
+        json!({"op": "endLaunch", "record": {"business": "acme", "run": "h-1", "reason": "done"}}),
+    );
+    assert_eq!(res(&r)["released"], json!(true));
+    b.close();
+
+    let mut b = boot_for_ends(root.path());
+    let auth =
+        |cap: &str| json!({"op": "authorize", "cap": cap, "action": "prd.approve", "decision": id});
+    let other = claimed_thread(&mut b, "h-3", procs[2].id(), &t2);
+    assert_eq!(err(&b.op(auth(&other))), "decision-mismatch");
+    let next = claimed_thread(&mut b, "h-2", procs[1].id(), &t1);
+    assert_eq!(res(&b.op(auth(&next)))["allowed"], json!(true));
+    assert_eq!(err(&b.op(auth(&next))), "decision-consumed");
     let _ = b.op(json!({"op": "close"}));
 }
