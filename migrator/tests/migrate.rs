@@ -494,6 +494,37 @@ const DECISION_COLUMNS_3D: &str = "seq, id, business, raised_by_role, raised_by_
      target, class, routed_to, domain, question, options, recommendation, approval_choice, \
      blocking, project, task_ref, requirement_ref, supersedes, target_holder, at";
 
+/// Every row of table `t` as `t: row`: `decisions` by its 3d columns,
+/// `messages` by its 3f ones, `meta` without the two rows a step rewrites.
+fn table_rows(c: &Connection, t: &str) -> Vec<String> {
+    let only = if t == "meta" {
+        "WHERE key NOT IN ('schema_version', 'schema_sha256')"
+    } else {
+        ""
+    };
+    let cols = match t {
+        "decisions" => DECISION_COLUMNS_3D,
+        "messages" => MESSAGE_COLUMNS_3F,
+        _ => "*",
+    };
+    dump(c, &format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
+        .into_iter()
+        .map(|row| format!("{t}: {row}"))
+        .collect()
+}
+
+/// The migrated store at `root`, after checking that its schema is,
+/// entry by entry, that of a store the broker makes new.
+fn same_schema_as_a_new_store(root: &Path) -> Connection {
+    let fresh = data_root();
+    let bus = BusDir::acquire(fresh.path()).expect("lock");
+    drop(Store::open(&bus.db_path()).expect("a new store"));
+    bus.release_lock();
+    let migrated = db(root);
+    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    migrated
+}
+
 /// Every row of the tables a 3d store has, by their 3d columns, `meta`
 /// without the two rows a step rewrites.
 fn rows_3d(root: &Path) -> Vec<String> {
@@ -512,21 +543,7 @@ fn rows_3d(root: &Path) -> Vec<String> {
         "task_comment_cursors",
         "sqlite_sequence",
     ] {
-        let only = if t == "meta" {
-            "WHERE key NOT IN ('schema_version', 'schema_sha256')"
-        } else {
-            ""
-        };
-        let cols = match t {
-            "decisions" => DECISION_COLUMNS_3D,
-            "messages" => MESSAGE_COLUMNS_3F,
-            _ => "*",
-        };
-        out.extend(
-            dump(&c, &format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
-                .into_iter()
-                .map(|row| format!("{t}: {row}")),
-        );
+        out.extend(table_rows(&c, t));
     }
     out
 }
@@ -571,13 +588,7 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
                    "steps": ["3d-to-3e", "3e-to-3f", "3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
-    // The same schema, entry by entry, as a store the broker makes new.
-    let fresh = data_root();
-    let bus = BusDir::acquire(fresh.path()).expect("lock");
-    drop(Store::open(&bus.db_path()).expect("a new store"));
-    bus.release_lock();
-    let migrated = db(root.path());
-    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    let migrated = same_schema_as_a_new_store(root.path());
     assert_eq!(
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
@@ -705,21 +716,7 @@ fn rows_3e(root: &Path) -> Vec<String> {
     tables.sort();
     assert!(tables.len() >= 15, "{tables:?}");
     for t in &tables {
-        let only = if t == "meta" {
-            "WHERE key NOT IN ('schema_version', 'schema_sha256')"
-        } else {
-            ""
-        };
-        let cols = match t.as_str() {
-            "decisions" => DECISION_COLUMNS_3D,
-            "messages" => MESSAGE_COLUMNS_3F,
-            _ => "*",
-        };
-        out.extend(
-            dump(&c, &format!("SELECT {cols} FROM {t} {only} ORDER BY rowid"))
-                .into_iter()
-                .map(|row| format!("{t}: {row}")),
-        );
+        out.extend(table_rows(&c, t));
     }
     out
 }
@@ -747,13 +744,7 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
                    "steps": ["3e-to-3f", "3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
-    // The same schema, entry by entry, as a store the broker makes new.
-    let fresh = data_root();
-    let bus = BusDir::acquire(fresh.path()).expect("lock");
-    drop(Store::open(&bus.db_path()).expect("a new store"));
-    bus.release_lock();
-    let migrated = db(root.path());
-    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    let migrated = same_schema_as_a_new_store(root.path());
     assert_eq!(
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
@@ -882,12 +873,7 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
                    "steps": ["3f-to-3g", "3g-to-3h", "3h-to-3i"]}),
         ]
     );
-    let fresh = data_root();
-    let bus = BusDir::acquire(fresh.path()).expect("lock");
-    drop(Store::open(&bus.db_path()).expect("a new store"));
-    bus.release_lock();
-    let migrated = db(root.path());
-    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    let migrated = same_schema_as_a_new_store(root.path());
     assert_eq!(
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
@@ -1014,12 +1000,7 @@ fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
             json!({"ok": true, "from": "3g", "to": "3i", "steps": ["3g-to-3h", "3h-to-3i"]}),
         ]
     );
-    let fresh = data_root();
-    let bus = BusDir::acquire(fresh.path()).expect("lock");
-    drop(Store::open(&bus.db_path()).expect("a new store"));
-    bus.release_lock();
-    let migrated = db(root.path());
-    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    let migrated = same_schema_as_a_new_store(root.path());
     // Every row as it was (rows_3e lists every table; usage_records is empty
     // and has no counter yet).
     assert_eq!(rows_3e(root.path()), before);
@@ -1053,12 +1034,7 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
             json!({"ok": true, "from": "3h", "to": "3i", "steps": ["3h-to-3i"]})
         )
     );
-    let fresh = data_root();
-    let bus = BusDir::acquire(fresh.path()).expect("lock");
-    drop(Store::open(&bus.db_path()).expect("a new store"));
-    bus.release_lock();
-    let migrated = db(root.path());
-    assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    let migrated = same_schema_as_a_new_store(root.path());
     assert_eq!(
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
