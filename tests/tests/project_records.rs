@@ -63,6 +63,14 @@ impl Repo {
             .to_string()
     }
 
+    /// Adds `text` to the repository's own `.git/config`.
+    fn append_config(&self, text: &str) {
+        let config = self.path().join(".git/config");
+        let mut all = std::fs::read_to_string(&config).expect("config");
+        all.push_str(text);
+        std::fs::write(&config, all).expect("config");
+    }
+
     /// Writes `path` and commits it as `author`; returns the commit.
     fn commit(&self, path: &str, content: &str, author: &str) -> String {
         let full = self.path().join(path);
@@ -336,26 +344,15 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
     let repo = Repo::new();
     repo.commit("spec/north-star.md", "v1\n", "Ada");
     let trap = tempfile::tempdir().expect("tempdir");
-    let marker = trap.path().join("ran");
-    let script = trap.path().join("evil.sh");
-    executable(
-        &script,
-        &format!(
-            "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\nexit 0\n",
-            marker.display()
-        ),
-    );
-    let evil = script.to_str().expect("utf-8");
+    let (evil, marker) = hostile_program(trap.path(), "exit 0");
+    let evil = evil.as_str();
     // Every program slot a read could reach, in the repository's config...
-    let config = repo.path().join(".git/config");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str(&format!(
+    repo.append_config(&format!(
         "[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n\thooksPath = {hooks}\n\
          [log]\n\tshowSignature = true\n[gpg]\n\tprogram = {evil}\n\
          [diff]\n\texternal = {evil}\n[alias]\n\tlog = !{evil}\n",
         hooks = trap.path().display()
     ));
-    std::fs::write(&config, text).expect("config");
     // ...its hooks...
     for hook in [
         "post-checkout",
@@ -363,8 +360,8 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
         "post-commit",
         "reference-transaction",
     ] {
-        std::fs::copy(&script, repo.path().join(".git/hooks").join(hook)).expect("hook");
-        std::fs::copy(&script, trap.path().join(hook)).expect("hook");
+        std::fs::copy(evil, repo.path().join(".git/hooks").join(hook)).expect("hook");
+        std::fs::copy(evil, trap.path().join(hook)).expect("hook");
     }
     // ...and a global config and GIT_* variables in the broker's own environment.
     let home = tempfile::tempdir().expect("home");
@@ -846,6 +843,21 @@ fn a_cited_role_revoke_goes_to_the_arbiter_whose_approval_the_revoke_then_uses()
     // Nobody holds dev now: a second revoke has no one to end.
     assert_eq!(err(&w.call("cto", "role.revoke", revoke)), "not-held");
     w.b.close();
+}
+
+/// A program in `dir` that notes each run of it in `dir/ran` (its argv),
+/// then runs `then`: its path and the note's.
+fn hostile_program(dir: &Path, then: &str) -> (String, PathBuf) {
+    let marker = dir.join("ran");
+    let script = dir.join("evil.sh");
+    executable(
+        &script,
+        &format!(
+            "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\n{then}\n",
+            marker.display()
+        ),
+    );
+    (script.to_str().expect("utf-8").to_string(), marker)
 }
 
 /// Writes `text` to `path` as a program (mode 0755).
@@ -1635,19 +1647,9 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
     let c1 = repo.commit(".gitattributes", "* filter=evil diff=evil\n", "Ada");
     repo.commit("spec/north-star.md", "# North star\n", "Ada");
     let trap = tempfile::tempdir().expect("tempdir");
-    let marker = trap.path().join("ran");
-    let script = trap.path().join("evil.sh");
-    executable(
-        &script,
-        &format!(
-            "#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\ncat\n",
-            marker.display()
-        ),
-    );
-    let evil = script.to_str().expect("utf-8");
-    let config = repo.path().join(".git/config");
-    let mut text = std::fs::read_to_string(&config).expect("config");
-    text.push_str(&format!(
+    let (evil, marker) = hostile_program(trap.path(), "cat");
+    let evil = evil.as_str();
+    repo.append_config(&format!(
         "[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\
          [filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n\trequired = true\n\
          [diff \"evil\"]\n\ttextconv = {evil}\n\
@@ -1655,7 +1657,6 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
          [user]\n\tname = Mallory\n\temail = m@example.invalid\n",
         hooks = trap.path().display()
     ));
-    std::fs::write(&config, text).expect("config");
     for hook in [
         "pre-commit",
         "prepare-commit-msg",
@@ -1665,8 +1666,8 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
         "post-index-change",
         "pre-auto-gc",
     ] {
-        std::fs::copy(&script, repo.path().join(".git/hooks").join(hook)).expect("hook");
-        std::fs::copy(&script, trap.path().join(hook)).expect("hook");
+        std::fs::copy(evil, repo.path().join(".git/hooks").join(hook)).expect("hook");
+        std::fs::copy(evil, trap.path().join(hook)).expect("hook");
     }
     let w = world_of(
         repo.path(),
