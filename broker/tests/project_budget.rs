@@ -4,27 +4,18 @@
 //! less than `REF_RESERVE` left; the same write within a fresh budget
 //! commits.
 
+mod common;
+
 use mosaic_bus::budget::Budget;
 use mosaic_bus::error::Code;
 use mosaic_bus::project::git::Git;
 use mosaic_bus::project::write::{commit_file, parse_path, Author, Write, REF_RESERVE};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn git(repo: &Path, args: &[&str], input: Option<&[u8]>) -> (bool, String) {
-    let mut cmd = Command::new("git");
+    let mut cmd = common::git_in(repo, "pm.pm");
     cmd.args(args)
-        .current_dir(repo)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", repo)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "pm.pm")
-        .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
-        .env("GIT_COMMITTER_NAME", "test")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("git");

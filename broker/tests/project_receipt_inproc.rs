@@ -16,22 +16,11 @@ use mosaic_bus::error::Code;
 use mosaic_bus::verbs::{self, Staged};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = common::git_in(repo, "Ada")
         .args(args)
-        .current_dir(repo)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", repo)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Ada")
-        .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
-        .env("GIT_COMMITTER_NAME", "test")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .output()
         .expect("git");
     assert!(out.status.success(), "git {args:?}: {out:?}");

@@ -33,6 +33,23 @@ pub fn private_bus() -> (tempfile::TempDir, BusDir) {
     (d, bus)
 }
 
+/// A `git` in `repo` that reads no system or global config and commits as
+/// `author` (committer `test`), for a test's own setup of a repository.
+pub fn git_in(repo: &std::path::Path, author: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("git");
+    cmd.current_dir(repo)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", author)
+        .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid");
+    cmd
+}
+
 /// A `Core` on a fresh store in a private data root; the lock is given
 /// back on drop.
 pub struct Inproc {
