@@ -869,6 +869,38 @@ fn record_event_cannot_forge_a_landing_record() {
     e.b.close();
 }
 
+/// `h` pushes C1 for TASK, asks pm to review it, pm approves; `h` raises
+/// the cross-role `git.merge.protected` on TASK and pm resolves it `yes`:
+/// the decision's id.
+fn approved_merge(b: &mut Broker, h: &str, pm: &str) -> Value {
+    let r = b.op(json!({"op": "recordPush", "cap": h, "push": {
+        "task_ref": TASK, "project": "site", "branch": "work/41",
+        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
+    res(&r);
+    let req = res(&b.call(
+        h,
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
+    ))
+    .clone();
+    res(&b.call(
+        pm,
+        "review.verdict",
+        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+               "body": "fine"}),
+    ));
+    let d = res(&b.call(
+        h,
+        "decision.raise",
+        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
+               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
+               "recommendation": "yes", "blocking": false}),
+    ))["id"]
+        .clone();
+    res(&b.call(pm, "decision.resolve", json!({"id": d, "choice": "yes"})));
+    d
+}
+
 /// A thread run lands with a decision raised in its own thread only: the
 /// same instance in another thread gets `decision-mismatch`, `landHeld`
 /// answers per thread, and the RESULT is filed in the decision's thread.
@@ -915,31 +947,7 @@ fn a_thread_run_lands_only_with_its_own_threads_decision() {
         res(&b.call(cap, "role.claim", Value::Null));
     }
 
-    let r = b.op(json!({"op": "recordPush", "cap": h1, "push": {
-        "task_ref": TASK, "project": "site", "branch": "work/41",
-        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
-    res(&r);
-    let req = res(&b.call(
-        &h1,
-        "review.request",
-        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
-    ))
-    .clone();
-    res(&b.call(
-        &pm,
-        "review.verdict",
-        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
-               "body": "fine"}),
-    ));
-    let d = res(&b.call(
-        &h1,
-        "decision.raise",
-        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
-               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
-               "recommendation": "yes", "blocking": false}),
-    ))["id"]
-        .clone();
-    res(&b.call(&pm, "decision.resolve", json!({"id": d, "choice": "yes"})));
+    let d = approved_merge(&mut b, &h1, &pm);
 
     let mut held = |th: Option<&str>| {
         let mut op = json!({"op": "landHeld", "business": "acme", "role": "helper"});
@@ -1151,31 +1159,7 @@ fn a_later_run_of_the_same_thread_lands_its_decision() {
     };
     let h1 = bind_thread(&mut b, "h-1", procs[1].id());
     res(&b.call(&h1, "role.claim", Value::Null));
-    let r = b.op(json!({"op": "recordPush", "cap": h1, "push": {
-        "task_ref": TASK, "project": "site", "branch": "work/41",
-        "ref": "refs/heads/work/41", "commit": C1, "previous": null}}));
-    res(&r);
-    let req = res(&b.call(
-        &h1,
-        "review.request",
-        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
-    ))
-    .clone();
-    res(&b.call(
-        &pm,
-        "review.verdict",
-        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
-               "body": "fine"}),
-    ));
-    let d = res(&b.call(
-        &h1,
-        "decision.raise",
-        json!({"action": "git.merge.protected", "question": "Land?", "target": TASK,
-               "options": [{"key": "yes", "text": "Land"}, {"key": "no", "text": "No"}],
-               "recommendation": "yes", "blocking": false}),
-    ))["id"]
-        .clone();
-    res(&b.call(&pm, "decision.resolve", json!({"id": d, "choice": "yes"})));
+    let d = approved_merge(&mut b, &h1, &pm);
 
     // h-3 serves the thread h-1 still holds: not its claim yet.
     let args = json!({"task_ref": TASK, "decision": d});
