@@ -301,6 +301,17 @@ impl Broker {
         cap
     }
 
+    /// As [`Broker::claimed`], for a role of `business`.
+    pub fn claimed_in(&mut self, business: &str, role: &str, run: &str, pid: u32) -> String {
+        let mut rec = launch(role, run, pid);
+        rec["business"] = json!(business);
+        let r = self.op(json!({"op": "bindLaunch", "record": rec}));
+        assert_eq!(r["ok"], json!(true), "bind: {r}");
+        let cap = r["launch"]["cap"].as_str().expect("cap").to_string();
+        res(&self.call(&cap, "role.claim", Value::Null));
+        cap
+    }
+
     /// Binds run `{role}-1` of each of `roles` to a fresh [`Sleeper`];
     /// their capabilities by role, and the sleepers (kept alive by the
     /// caller for as long as the runs should live).

@@ -48,16 +48,6 @@ fn config(root: &Path) -> Value {
     })
 }
 
-fn bind_in(b: &mut Broker, business: &str, role: &str, run: &str, pid: u32) -> String {
-    let mut rec = launch(role, run, pid);
-    rec["business"] = json!(business);
-    let r = b.op(json!({"op": "bindLaunch", "record": rec}));
-    assert_eq!(r["ok"], json!(true), "bind: {r}");
-    let cap = r["launch"]["cap"].as_str().expect("cap").to_string();
-    res(&b.call(&cap, "role.claim", Value::Null));
-    cap
-}
-
 /// Messages from `_bus` (launch notices) in the store, as (to, body).
 fn notices(root: &Path) -> Vec<(String, String)> {
     let c = db(root);
@@ -94,8 +84,8 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let procs: Vec<Sleeper> = (0..4).map(|_| sleeper()).collect();
     let human = ShimSession::human(&b);
-    let pm = bind_in(&mut b, "acme", "pm", "pm-1", procs[0].id());
-    let lead = bind_in(&mut b, "solo", "lead", "lead-1", procs[1].id());
+    let pm = b.claimed_in("acme", "pm", "pm-1", procs[0].id());
+    let lead = b.claimed_in("solo", "lead", "lead-1", procs[1].id());
     let good = json!({"task_ref": TASK, "roles": [{"role": "dev", "count": 1}]});
 
     // L80: the launcher must be a chief-of-staff instance; a business with
@@ -123,7 +113,7 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
     assert_eq!(keys, ["message", "to"], "{r}");
     let id = r["message"].as_str().expect("message id").to_string();
     assert!(notices(root).is_empty(), "{:?}", notices(root));
-    let chief = bind_in(&mut b, "acme", "chief", "chief-1", procs[2].id());
+    let chief = b.claimed_in("acme", "chief", "chief-1", procs[2].id());
     let got = res(&b.call(&chief, "message.receive", Value::Null)).clone();
     let got = got["messages"].as_array().cloned().unwrap_or_default();
     assert_eq!(got.len(), 1, "{got:?}");
@@ -192,7 +182,7 @@ fn a_staff_request_waits_for_the_chief_and_names_hold_per_business() {
         told[0].1
     );
     // The message reaches dev's run at its claim.
-    let dev = bind_in(&mut b, "acme", "dev", "dev-1", procs[3].id());
+    let dev = b.claimed_in("acme", "dev", "dev-1", procs[3].id());
     let got = res(&b.call(&dev, "message.receive", Value::Null)).clone();
     assert_eq!(got["messages"][0]["id"], json!(mid), "{got}");
     // L74, L210: the row every message view gives carries the name the
@@ -441,9 +431,9 @@ fn a_staff_request_may_ride_on_a_cross_role_decision_once() {
     let (mut b, reply) = Broker::spawn(root, cfg);
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let procs: Vec<Sleeper> = (0..3).map(|_| sleeper()).collect();
-    let _chief = bind_in(&mut b, "acme", "chief", "chief-1", procs[0].id());
-    let pm = bind_in(&mut b, "acme", "pm", "pm-1", procs[1].id());
-    let pmx = bind_in(&mut b, "acme", "pmx", "pmx-1", procs[2].id());
+    let _chief = b.claimed_in("acme", "chief", "chief-1", procs[0].id());
+    let pm = b.claimed_in("acme", "pm", "pm-1", procs[1].id());
+    let pmx = b.claimed_in("acme", "pmx", "pmx-1", procs[2].id());
     let good = json!({"task_ref": TASK, "roles": [{"role": "dev", "count": 1}]});
 
     let r = b.call(&pmx, "staff.request", good.clone());

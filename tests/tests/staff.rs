@@ -43,16 +43,6 @@ fn config(root: &Path) -> Value {
     })
 }
 
-fn bind_in(b: &mut Broker, business: &str, role: &str, run: &str, pid: u32) -> String {
-    let mut rec = launch(role, run, pid);
-    rec["business"] = json!(business);
-    let r = b.op(json!({"op": "bindLaunch", "record": rec}));
-    assert_eq!(r["ok"], json!(true), "bind: {r}");
-    let cap = r["launch"]["cap"].as_str().expect("cap").to_string();
-    res(&b.call(&cap, "role.claim", Value::Null));
-    cap
-}
-
 #[test]
 fn the_pm_asks_the_chief_of_staff_for_staff() {
     let dir = data_root();
@@ -60,11 +50,11 @@ fn the_pm_asks_the_chief_of_staff_for_staff() {
     let (mut b, reply) = Broker::spawn(root, config(root));
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let procs: Vec<Sleeper> = (0..5).map(|_| sleeper()).collect();
-    let chief = bind_in(&mut b, "acme", "chief", "chief-1", procs[0].id());
-    let pm = bind_in(&mut b, "acme", "pm", "pm-1", procs[1].id());
-    let quiet = bind_in(&mut b, "acme", "pm-quiet", "pmq-1", procs[2].id());
-    let dev = bind_in(&mut b, "acme", "dev", "dev-1", procs[3].id());
-    let lead = bind_in(&mut b, "solo", "lead", "lead-1", procs[4].id());
+    let chief = b.claimed_in("acme", "chief", "chief-1", procs[0].id());
+    let pm = b.claimed_in("acme", "pm", "pm-1", procs[1].id());
+    let quiet = b.claimed_in("acme", "pm-quiet", "pmq-1", procs[2].id());
+    let dev = b.claimed_in("acme", "dev", "dev-1", procs[3].id());
+    let lead = b.claimed_in("solo", "lead", "lead-1", procs[4].id());
     let human = ShimSession::human(&b);
     let good = json!({"task_ref": TASK, "roles": [{"role": "dev", "count": 2}],
                       "note": "the launch week"});
