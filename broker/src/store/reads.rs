@@ -123,10 +123,10 @@ pub fn message_by_id(conn: &Connection, id: &str) -> Result<Value, Code> {
 
 /// A role's latest `role_claims` row, if it ever had one.
 pub fn latest_claim(conn: &Connection, b: &str, role: &str) -> Result<Option<Value>, Code> {
-    conn.prepare_cached(
-        "SELECT seq, role, run, op, decision, by, at FROM role_claims
-         WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {CLAIM_COLUMNS} FROM role_claims
+         WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1"
+    ))
     .and_then(|mut s| {
         s.query_row(params![b, role], |r| {
             Ok(json!({
@@ -186,6 +186,9 @@ fn event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
 
 const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
 
+const CLAIM_COLUMNS: &str = "seq, role, run, op, decision, by, at";
+
+/// A `role_claims` row read by [`CLAIM_COLUMNS`], as a trail record.
 fn claim_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
     Ok(json!({
         "record": "claim",
@@ -214,22 +217,19 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
     let mut t = Vec::new();
 
     // Events about the subject, the subject event itself, a run's session events.
-    for sql in [
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE subject = ?2 AND business = ?1",
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE id = ?2 AND business = ?1",
-        "SELECT seq, id, kind, role, run, subject, body, at FROM events
-         WHERE business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
+    for filter in [
+        "subject = ?2 AND business = ?1",
+        "id = ?2 AND business = ?1",
+        "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
     ] {
-        t.extend(collect(conn, sql, params![b, subject], event_json)?);
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {filter}");
+        t.extend(collect(conn, &sql, params![b, subject], event_json)?);
     }
 
     // Claim evidence of a run, and claims citing a decision.
     t.extend(collect(
         conn,
-        "SELECT seq, role, run, op, decision, by, at FROM role_claims
-         WHERE run = ?2 AND business = ?1",
+        &format!("SELECT {CLAIM_COLUMNS} FROM role_claims WHERE run = ?2 AND business = ?1"),
         params![b, subject],
         claim_json,
     )?);
@@ -283,8 +283,9 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
         )?);
         t.extend(collect(
             conn,
-            "SELECT seq, role, run, op, decision, by, at FROM role_claims
-             WHERE decision = ?2 AND business = ?1",
+            &format!(
+                "SELECT {CLAIM_COLUMNS} FROM role_claims WHERE decision = ?2 AND business = ?1"
+            ),
             params![b, subject],
             claim_json,
         )?);
