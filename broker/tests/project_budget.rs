@@ -88,3 +88,68 @@ fn a_write_out_of_budget_writes_nothing_and_a_fresh_budget_commits() {
         "# Plan\nv2".to_string()
     );
 }
+
+/// A `git` that runs the real one, except that `update-ref` sleeps past
+/// any deadline either after moving the ref (`after`) or before (`before`).
+fn slow_update_ref(dir: &Path, when: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .expect("sh");
+    let real = String::from_utf8(real.stdout).expect("utf-8");
+    let real = real.trim();
+    assert!(real.starts_with('/'), "git on PATH: {real}");
+    let step = match when {
+        "after" => format!("\"{real}\" \"$@\"; sleep 30"),
+        _ => format!("sleep 30; \"{real}\" \"$@\""),
+    };
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = update-ref ]; then {step}; exit $?; fi\ndone\nexec \"{real}\" \"$@\"\n"
+    );
+    let path = dir.join(format!("git-{when}"));
+    std::fs::write(&path, script).expect("script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// `update-ref` cut off at the budget: the write is what HEAD says. Moved
+/// to the new commit: the commit is answered, not a refusal for a commit
+/// that stands. Not moved: the refusal, with nothing written.
+#[test]
+fn an_update_ref_cut_off_at_the_budget_is_judged_by_head() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path();
+    ok(repo, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir(repo.join("docs")).expect("mkdir");
+    std::fs::write(repo.join("docs/plan.md"), "# Plan\n").expect("write");
+    ok(repo, &["add", "--", "docs/plan.md"]);
+    ok(repo, &["commit", "-q", "-m", "plan"]);
+    let start = ok(repo, &["rev-parse", "HEAD"]);
+    let path = parse_path("docs/plan.md").expect("path");
+    let author = Author::human("acme", "Ada");
+    let w = |content: &'static [u8]| Write {
+        path: &path,
+        content,
+        author: &author,
+        message: "project.file.save docs/plan.md",
+        base: None,
+    };
+    let budget = || Budget::ending(Instant::now() + REF_RESERVE + Duration::from_secs(1));
+
+    // Killed before it ran: HEAD is where it was, the refusal stands.
+    let before = Git::new(Some(&slow_update_ref(bin.path(), "before"))).within(budget());
+    assert_eq!(
+        commit_file(&before, repo, &w(b"# Plan\nv2\n")),
+        Err(Code::ProjectUnavailable)
+    );
+    assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
+
+    // Killed after it moved the ref: the commit is the answer.
+    let after = Git::new(Some(&slow_update_ref(bin.path(), "after"))).within(budget());
+    let done = commit_file(&after, repo, &w(b"# Plan\nv3\n")).expect("committed");
+    assert_eq!(done.previous, start);
+    assert_eq!(ok(repo, &["rev-parse", "HEAD"]), done.commit);
+    assert_eq!(ok(repo, &["show", "HEAD:docs/plan.md"]), "# Plan\nv3");
+}

@@ -356,6 +356,30 @@ impl Drop for IndexFile {
     }
 }
 
+/// How long the look at `HEAD` after a lost `update-ref` may take.
+pub const AFTER_LOST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An `update-ref` that ended without an answer (`code`): `HEAD` at the
+/// new commit is the write done; at the old one, nothing was written
+/// (`code` stands); anywhere else, another writer moved it
+/// (`project-busy`); and when `HEAD` can't be read, nobody knows:
+/// `outcome-unknown`, never a plain refusal for a commit that may stand.
+fn after_lost_update(
+    git: &Git,
+    repo: &Path,
+    code: Code,
+    commit: String,
+    previous: String,
+) -> Result<Committed, Code> {
+    let grace = crate::budget::Budget::ending(std::time::Instant::now() + AFTER_LOST_GRACE);
+    match head(&git.clone().within(grace), repo) {
+        Ok(now) if now == commit => Ok(Committed { commit, previous }),
+        Ok(now) if now == previous => Err(code),
+        Ok(_) => Err(Code::ProjectBusy),
+        Err(_) => Err(Code::OutcomeUnknown),
+    }
+}
+
 /// True when another Git process holds a lock `update-ref HEAD` needs:
 /// `HEAD.lock`, the branch's `<ref>.lock` or `packed-refs.lock` in `.git`.
 fn ref_locked(git: &Git, repo: &Path) -> bool {
@@ -463,7 +487,7 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
         tracing::warn!(code = "project-unavailable", "no budget left to move HEAD");
         return Err(Code::ProjectUnavailable);
     }
-    let moved = git.run(
+    let moved = match git.run(
         repo,
         &[
             "update-ref",
@@ -474,7 +498,13 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
             &previous,
         ],
         None,
-    )?;
+    ) {
+        Ok(out) => out,
+        // Killed at its deadline, or gone without a word: the ref may have
+        // moved or not. One look at HEAD, with a short grace of its own
+        // (the job's budget may be spent), says which.
+        Err(code) => return after_lost_update(git, repo, code, commit, previous),
+    };
     if !moved.ok() {
         // Something outside the lock moved HEAD since it was read, or holds
         // the ref's lock to move it now: a contention either way.
