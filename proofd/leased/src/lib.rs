@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Environment variable (tests only): milliseconds to stall between the
-/// ancestry walk and its re-read, to exercise the re-read. It only delays.
+/// ancestry walk and its re-read, to exercise the re-read. It only delays,
+/// and only a debug build (what the tests run) reads it: a release build
+/// never looks at it.
 pub const WALK_PAUSE_ENV: &str = "MOSAIC_LEASED_TEST_WALK_PAUSE_MS";
 
 /// Parsed command line.
@@ -123,10 +125,14 @@ pub fn run(args: Args) -> Result<(), StartupError> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
-    let walk_pause = std::env::var(WALK_PAUSE_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|ms| Duration::from_millis(ms.min(5000)));
+    let walk_pause = if cfg!(debug_assertions) {
+        std::env::var(WALK_PAUSE_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|ms| Duration::from_millis(ms.min(5000)))
+    } else {
+        None
+    };
     let shared = Arc::new(server::Shared {
         state: Mutex::new(loaded),
         state_path: args.state,
