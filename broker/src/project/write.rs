@@ -356,26 +356,32 @@ impl Drop for IndexFile {
     }
 }
 
-/// How long the look at `HEAD` after a lost `update-ref` may take.
+/// How long the look at `HEAD` after a failed or lost `update-ref` may
+/// take (the job's budget may be spent by then).
 pub const AFTER_LOST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// An `update-ref` that ended without an answer (`code`): `HEAD` at the
-/// new commit is the write done; at the old one, nothing was written
-/// (`code` stands); anywhere else, another writer moved it
-/// (`project-busy`); and when `HEAD` can't be read, nobody knows:
-/// `outcome-unknown`, never a plain refusal for a commit that may stand.
-fn after_lost_update(
+/// An `update-ref` that did not succeed, judged by one look at `HEAD`:
+/// at the new commit the write stands and is answered as done; moved
+/// elsewhere, or its ref locked by another Git, a contention
+/// (`project-busy`); at the old commit, nothing was written
+/// (`project-unavailable`). `answered` is false when the child ended
+/// without an answer (killed at its deadline): then an unreadable `HEAD`
+/// is `outcome-unknown`, never a plain refusal for a commit that may stand.
+fn judge_update(
     git: &Git,
     repo: &Path,
-    code: Code,
+    answered: bool,
     commit: String,
     previous: String,
 ) -> Result<Committed, Code> {
     let grace = crate::budget::Budget::ending(std::time::Instant::now() + AFTER_LOST_GRACE);
-    match head(&git.clone().within(grace), repo) {
+    let git = git.clone().within(grace);
+    match head(&git, repo) {
         Ok(now) if now == commit => Ok(Committed { commit, previous }),
-        Ok(now) if now == previous => Err(code),
-        Ok(_) => Err(Code::ProjectBusy),
+        Ok(now) if now != previous => Err(Code::ProjectBusy),
+        Ok(_) if answered && ref_locked(&git, repo) => Err(Code::ProjectBusy),
+        Ok(_) => Err(Code::ProjectUnavailable),
+        Err(_) if answered => Err(Code::ProjectUnavailable),
         Err(_) => Err(Code::OutcomeUnknown),
     }
 }
@@ -487,7 +493,7 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
         tracing::warn!(code = "project-unavailable", "no budget left to move HEAD");
         return Err(Code::ProjectUnavailable);
     }
-    let moved = match git.run(
+    let moved = git.run(
         repo,
         &[
             "update-ref",
@@ -498,21 +504,13 @@ pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, C
             &previous,
         ],
         None,
-    ) {
-        Ok(out) => out,
-        // Killed at its deadline, or gone without a word: the ref may have
-        // moved or not. One look at HEAD, with a short grace of its own
-        // (the job's budget may be spent), says which.
-        Err(code) => return after_lost_update(git, repo, code, commit, previous),
-    };
-    if !moved.ok() {
-        // Something outside the lock moved HEAD since it was read, or holds
-        // the ref's lock to move it now: a contention either way.
-        return match head(git, repo) {
-            Ok(now) if now != previous => Err(Code::ProjectBusy),
-            Ok(_) if ref_locked(git, repo) => Err(Code::ProjectBusy),
-            _ => Err(Code::ProjectUnavailable),
-        };
+    );
+    match moved {
+        Ok(out) if out.ok() => {}
+        // Refused (HEAD moved since it was read, or its ref is locked), or
+        // killed at its deadline with the ref moved or not: HEAD says which.
+        Ok(_) => return judge_update(git, repo, true, commit, previous),
+        Err(_) => return judge_update(git, repo, false, commit, previous),
     }
     Ok(Committed { commit, previous })
 }
