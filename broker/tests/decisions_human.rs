@@ -257,17 +257,15 @@ fn an_arbiter_raising_a_cross_role_decision_is_resolved_by_the_human() {
             Some(&id)
         )
         .is_ok());
-    // A role-routed decision is the arbiter's, not the human's.
+    // A role-routed decision is the arbiter's and the human's (3i L71).
     let d = e.raise(&role("dev", "dev-1"), json!({}));
     assert_eq!(d["routed_to"], json!("pm"));
-    assert_eq!(
-        e.call(
-            &human(),
-            "decision.resolve",
-            json!({"id": d["id"], "choice": "yes"})
-        ),
-        Err(Code::NotResolver)
+    let r = e.ok(
+        &human(),
+        "decision.resolve",
+        json!({"id": d["id"], "choice": "yes"}),
     );
+    assert_eq!(r["closed"]["by"], json!("Ada"));
     // The human raises nothing; readers list but resolve nothing.
     assert_eq!(
         e.call(&human(), "decision.raise", json!({})),
@@ -505,4 +503,88 @@ fn the_message_send_path_shares_consumption_and_writes_no_event_of_its_own() {
         .store
         .write(|t| consume_in_tx(t, b, "pm", "pm-1", "message.send", Some("dev"), None));
     assert_eq!(pm, Ok(Class::WithinRole));
+}
+
+/// 3i L71 and L48: the human resolves, and marks seen, any decision of its
+/// business, the ones routed to an arbiter role included; the arbiter keeps
+/// its right; the close's row, its `human.input` and its message say who
+/// resolved.
+#[test]
+fn the_human_resolves_and_sees_a_decision_routed_to_an_arbiter() {
+    let mut e = Env::new();
+    let d = e.raise(&role("dev", "dev-1"), json!({"target": "vikunja:3/41"}));
+    assert_eq!(
+        (d["class"].as_str(), d["routed_to"].as_str()),
+        (Some("cross-role"), Some("pm"))
+    );
+    let id = d["id"].as_str().unwrap().to_string();
+    // Seen by the human: an acknowledgement, the decision stays open.
+    let seen = e.ok(&human(), "decision.seen", json!({"id": id, "note": "looking"}));
+    assert_eq!((&seen["kind"], &seen["by"]), (&json!("seen"), &json!("Ada")));
+    // Another role is still no resolver.
+    assert_eq!(
+        e.call(
+            &role("cto", "cto-1"),
+            "decision.resolve",
+            json!({"id": id, "choice": "yes"})
+        ),
+        Err(Code::NotResolver)
+    );
+    let r = e.ok(
+        &human(),
+        "decision.resolve",
+        json!({"id": id, "choice": "yes"}),
+    );
+    let input = r["input"].as_str().unwrap().to_string();
+    assert_eq!(
+        (&r["closed"]["by"], &r["closed"]["run"], &r["closed"]["input"]),
+        (&json!("Ada"), &json!("human-cli"), &json!(input))
+    );
+    let kind: String = e.one("SELECT kind FROM events WHERE id = ?1", &input);
+    assert_eq!(kind, "human.input");
+    let (from, body): (String, String) = e
+        .core()
+        .store
+        .conn()
+        .query_row(
+            "SELECT from_run, body FROM messages WHERE id = ?1",
+            [r["message"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(from, "human-cli");
+    assert_eq!(
+        body,
+        format!("Decision {id} on git.merge.protected was resolved by Ada: yes (Approve).")
+    );
+    // Closed for the arbiter too, and the approval authorizes dev once.
+    assert_eq!(
+        e.call(
+            &role("pm", "pm-1"),
+            "decision.resolve",
+            json!({"id": id, "choice": "no"})
+        ),
+        Err(Code::DecisionClosed)
+    );
+    assert!(e
+        .authorize(
+            "dev",
+            "dev-1",
+            "git.merge.protected",
+            Some("vikunja:3/41"),
+            Some(&id)
+        )
+        .is_ok());
+    // The arbiter keeps its right, and its close names its run.
+    let d2 = e.raise(&role("dev", "dev-1"), json!({"target": "vikunja:3/42"}));
+    e.ok(&role("pm", "pm-1"), "decision.seen", json!({"id": d2["id"]}));
+    let r = e.ok(
+        &role("pm", "pm-1"),
+        "decision.resolve",
+        json!({"id": d2["id"], "choice": "no"}),
+    );
+    assert_eq!(
+        (&r["closed"]["by"], &r["closed"]["run"], &r["input"]),
+        (&json!("pm-1"), &json!("pm-1"), &Value::Null)
+    );
 }

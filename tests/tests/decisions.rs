@@ -1316,3 +1316,42 @@ fn any_run_of_the_raising_instance_consumes_its_approval_once() {
     );
     assert_eq!(err(&e.broker().op(op)), "decision-consumed");
 }
+
+/// A run that no longer holds the routed role resolves nothing and marks
+/// nothing seen (`not-holder`), whether it released the role or was
+/// revoked, while its capability is still bound; the run that holds the
+/// role now does. Issue 31's mutant: `check_resolver` without its holder
+/// check.
+#[test]
+fn only_the_routed_roles_current_holder_resolves() {
+    let mut e = Env::new();
+    let id = e.raised("dev", json!({"target": MERGE_TARGET}))["id"].clone();
+    let r = e.call("pm", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(err(&e.resolve("pm", &id, "yes")), "not-holder");
+    assert_eq!(
+        err(&e.call("pm", "decision.seen", json!({"id": id}))),
+        "not-holder"
+    );
+    // pm-2 holds the arbiter role now: pm-1 still resolves nothing.
+    let p2 = sleeper();
+    let cap2 = e.broker().bind("pm", "pm-2", p2.id());
+    let r = e.broker().call(&cap2, "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(err(&e.resolve("pm", &id, "yes")), "not-holder");
+    let r = e.broker().call(
+        &cap2,
+        "decision.resolve",
+        json!({"id": id, "choice": "yes"}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(r["result"]["closed"]["by"], json!("pm-2"));
+    // The refusals changed nothing: one close, by pm-2.
+    assert_eq!(
+        e.count(
+            "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind IN ('resolved', 'seen')",
+            id.as_str().unwrap()
+        ),
+        1
+    );
+}

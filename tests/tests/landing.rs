@@ -267,6 +267,54 @@ fn pair(op: &str, code: &str) -> (String, String) {
 /// raise the human resolves through the shim, `checkLand`, `recordLand`;
 /// then the spent decision opens nothing again, on any path, also after a
 /// restart.
+/// 3i L48 and L71: a cross-role merge decision routed to the arbiter may be
+/// resolved by the human through the CLI; the ticket and the landing record
+/// then say `via: cli`, and the close says the human resolved it.
+#[test]
+fn a_decision_routed_to_the_arbiter_and_resolved_by_the_human_lands_via_cli() {
+    let mut e = env();
+    e.push("dev", TASK, C1);
+    e.reviewed("dev", TASK, C1, "approve");
+    let d = e.raise("dev", "git.merge.protected", TASK, json!({}));
+    let routed: String = db(e.root.path())
+        .query_row(
+            "SELECT routed_to FROM decisions WHERE id = ?1",
+            [d.as_str().expect("id")],
+            |r| r.get(0),
+        )
+        .expect("decision row");
+    assert_eq!(routed, "pm");
+    let r = e.human(
+        "acme",
+        "decision.resolve",
+        json!({"id": d, "choice": "yes"}),
+    );
+    assert_eq!(r["ok"], json!(true), "human resolve: {r}");
+    assert_eq!(r["result"]["closed"]["by"], json!("Ada"));
+    let ticket = e.ticket("dev", TASK, &d);
+    assert_eq!(ticket["resolution"]["via"], json!("cli"));
+    let out = res(&e.record(&ticket["id"], land(MAIN1, C1))).clone();
+    let rec = e
+        .trail(TASK)
+        .into_iter()
+        .find(|x| x["id"] == out["event"])
+        .expect("landing record on the task's trail");
+    assert_eq!(rec["body"]["via"], json!("cli"));
+    let closes: Vec<Value> = e
+        .receive("dev")
+        .into_iter()
+        .filter(|m| m["class"] == json!("DECISION"))
+        .collect();
+    assert_eq!(closes.len(), 1, "{closes:?}");
+    assert_eq!(closes[0]["from_role"], json!("human"));
+    assert!(
+        closes[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("was resolved by Ada: yes (Land)")),
+        "{closes:?}"
+    );
+}
+
 #[test]
 fn a_reviewed_task_lands_once_with_the_humans_approval() {
     let mut e = env();

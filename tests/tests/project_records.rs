@@ -640,11 +640,13 @@ fn a_cited_raise_checks_the_current_confirmed_spec_and_stores_its_citation() {
         (&json!("spec/north-star.md"), &json!(c1))
     );
 
-    // The arbiter resolves the cited one; the human may not.
+    // The arbiter resolves the cited one. The human may resolve it too (3i
+    // L71): here it marks it seen and names a choice it doesn't have.
     let human = ShimSession::human(&w.b);
+    human.ok("decision.seen", json!({"id": d["id"]}));
     assert_eq!(
-        err(&human.call("decision.resolve", json!({"id": d["id"], "choice": "yes"}))),
-        "not-resolver"
+        err(&human.call("decision.resolve", json!({"id": d["id"], "choice": "maybe"}))),
+        "invalid-choice"
     );
     let closed = res(&w.call(
         "pm",
@@ -756,8 +758,8 @@ fn a_cited_raise_checks_the_current_confirmed_spec_and_stores_its_citation() {
         ("dev", "decision.raise", "invalid-choice"),
         ("cto", "decision.raise", "not-holder"),
     ]);
-    // The human's not-resolver came first.
-    assert_eq!(refused[0][4], json!("not-resolver"));
+    // The human's invalid-choice came first.
+    assert_eq!(refused[0][4], json!("invalid-choice"));
     assert_eq!(codes[1..], want[..]);
     w.b.close();
 }

@@ -477,11 +477,14 @@ fn closer(caller: &Caller) -> Result<Closer<'_>, Code> {
     }
 }
 
-/// The routed resolver check: the human for human-routed decisions, else
-/// the routed role's current holder.
+/// Who may resolve a decision or mark it seen (3i L71, L72): the human
+/// through the CLI, any decision of its business (the routed role's too:
+/// L48 has land-work take only a decision the human resolved, whoever it
+/// was routed to), or the routed role's current holder (`not-holder` for a
+/// run that no longer holds it). Anyone else is `not-resolver`.
 fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), Code> {
     match who {
-        Closer::Human if d.routed_to == HUMAN => Ok(()),
+        Closer::Human => Ok(()),
         Closer::Role { role, run } if *role == d.routed_to => {
             if !evidence::holds(&t.tx, &d.business, role, run)? {
                 return Err(Code::NotHolder);
