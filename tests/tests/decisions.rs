@@ -1355,3 +1355,125 @@ fn only_the_routed_roles_current_holder_resolves() {
         1
     );
 }
+
+/// 3i L68 and L237: a caller that doesn't hold its role has no powers. A
+/// run whose role was released, or revoked, while its capability is still
+/// bound ends nobody with `role.revoke {role, reason}` (`not-holder`, and
+/// nothing written), nor with a decision.
+#[test]
+fn a_run_that_no_longer_holds_its_role_ends_nobody() {
+    let mut b = business();
+    for r in ["pm", "cto"] {
+        let within = b["roles"][r]["authority"]["withinRole"].clone();
+        let mut within: Vec<Value> = within.as_array().cloned().unwrap_or_default();
+        within.push(json!("role.end"));
+        b["roles"][r]["authority"]["withinRole"] = Value::Array(within);
+    }
+    let e = Env::with(b);
+    let approval = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
+    let r = e.resolve("pm", &approval, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let claims = || -> i64 {
+        e.db()
+            .query_row("SELECT count(*) FROM role_claims", [], |r| r.get(0))
+            .unwrap()
+    };
+    let allowed = || -> i64 {
+        e.db()
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'action.allowed'
+                 AND json_extract(body, '$.action') = 'role.revoke'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+
+    // Released: pm-1 is still bound, but holds nothing.
+    let r = e.call("pm", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let (before, events) = (claims(), allowed());
+    assert_eq!(
+        err(&e.call("pm", "role.revoke", json!({"role": "qa", "reason": "stop"}))),
+        "not-holder"
+    );
+    // Revoked: cto ends dev with its reason; dev-1 then can't use its
+    // approval either.
+    let r = e.call("cto", "role.revoke", json!({"role": "dev", "reason": "done"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let (before, events) = (before + 1, events + 1);
+    assert_eq!(
+        err(&e.call(
+            "dev",
+            "role.revoke",
+            json!({"role": "qa", "decision": approval})
+        )),
+        "not-holder"
+    );
+    // Revoked, by a run holding its role: pm claims again and ends cto.
+    let r = e.call("pm", "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = e.call("pm", "role.revoke", json!({"role": "cto", "reason": "done"}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let (before, events) = (before + 2, events + 1);
+    assert_eq!(
+        err(&e.call("cto", "role.revoke", json!({"role": "qa", "reason": "stop"}))),
+        "not-holder"
+    );
+    assert_eq!(
+        (claims(), allowed()),
+        (before, events),
+        "the refused ends wrote nothing"
+    );
+    // qa still holds its role.
+    let holder: String = e
+        .db()
+        .query_row(
+            "SELECT run FROM role_claims WHERE role = 'qa' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(holder, "qa-1");
+    let r = e.call("qa", "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "qa held its role: {r}");
+}
+
+/// 3i L157: a spent `role.revoke` approval answers `decision-consumed` on a
+/// later use through `role.revoke` too, as through `authorize` and
+/// `message.send`: while its target is held by nobody (before: `not-held`)
+/// and once another run holds it (before: `decision-mismatch`).
+#[test]
+fn a_spent_revoke_approval_is_decision_consumed_through_role_revoke() {
+    let mut e = Env::new();
+    let d = e.raised("dev", json!({"action": "role.revoke", "target": "qa"}))["id"].clone();
+    let r = e.resolve("pm", &d, "yes");
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let revoke = json!({"role": "qa", "decision": d});
+    let r = e.call("dev", "role.revoke", revoke.clone());
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // Nobody holds qa now.
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", revoke.clone())),
+        "decision-consumed"
+    );
+    // A new run holds it.
+    let p2 = sleeper();
+    let cap2 = e.broker().bind("qa", "qa-2", p2.id());
+    let r = e.broker().call(&cap2, "role.claim", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", revoke.clone())),
+        "decision-consumed"
+    );
+    // After a restart too.
+    e.restart(business());
+    assert_eq!(
+        err(&e.call("dev", "role.revoke", revoke)),
+        "decision-consumed"
+    );
+    // qa-2 still holds qa: the refusals revoked nothing.
+    let cap2 = e.broker().bind("qa", "qa-2", p2.id());
+    let r = e.broker().call(&cap2, "role.release", Value::Null);
+    assert_eq!(r["ok"], json!(true), "{r}");
+}

@@ -842,8 +842,12 @@ fn a_cited_role_revoke_goes_to_the_arbiter_whose_approval_the_revoke_then_uses()
         err(&w.call("dev", "message.receive", Value::Null)),
         "not-holder"
     );
-    // Nobody holds dev now: a second revoke has no one to end.
-    assert_eq!(err(&w.call("cto", "role.revoke", revoke)), "not-held");
+    // The approval is spent: a second revoke is decision-consumed, as on
+    // every path (3i L157), though nobody holds dev now.
+    assert_eq!(
+        err(&w.call("cto", "role.revoke", revoke)),
+        "decision-consumed"
+    );
     w.b.close();
 }
 

@@ -925,3 +925,149 @@ fn the_human_and_the_tester_are_on_record_and_human_verbs_check_their_args() {
     );
     b.close();
 }
+
+/// 3i L68 and L237, the audit of issue 30: a run bound to a role it no
+/// longer holds (it released it; its capability is still good) acts with
+/// none of the role's grants. Every verb a role session may call that acts
+/// for the role, and every host op that authorizes with a capability,
+/// answers `not-holder` and writes nothing but the refusal. The reads a
+/// role makes (`trail`, `inbox`, `agents`, `tasks`, `state`,
+/// `requirements`, `names`) and `role.claim` are left out; the list must
+/// name every other verb a role may call, so a new one can't skip it.
+#[test]
+fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
+    let root = data_root();
+    let org = root.path().join("organization.json");
+    std::fs::write(
+        &org,
+        br#"{"revision": 1, "plugins": {"harness": {"pi": {"on": true, "levels": ["low"]}}}}"#,
+    )
+    .expect("org");
+    std::fs::set_permissions(&org, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let every = json!(["message.send", "role.end", "review.request", "review.verdict",
+                       "record.write", "instance.name", "organization.change",
+                       "git.push.working", "task.close", "role.launch", "role.revoke"]);
+    let business = json!({
+        "id": "acme", "human": "Ada",
+        "arbiters": {"technical": "cto", "delivery": "boss"},
+        "roles": {
+            "boss": {"definition": "pm",
+                     "authority": {"withinRole": every, "crossRole": ["git.merge.protected"]}},
+            "cto": {"definition": "cto",
+                    "authority": {"withinRole": ["message.send", "review.verdict"],
+                                  "crossRole": ["git.merge.protected"]}},
+            "chief": {"definition": "chief-of-staff",
+                      "authority": {"withinRole": ["message.send"], "crossRole": []}}
+        },
+        "launch": {"by": "chief", "instances": ["boss", "cto"]},
+        "projects": {"site": {"repo": "/srv/records/site"}}
+    });
+    let config = json!({"dataRoot": root.path(), "businesses": {"acme": business},
+                        "organization": org});
+    let (mut b, reply) = Broker::spawn(root.path(), config);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let (caps, _procs) = b.bind_each(&["boss", "cto", "chief"]);
+    for r in ["boss", "cto", "chief"] {
+        res(&b.call(&caps[r], "role.claim", Value::Null));
+    }
+    let boss = caps["boss"].clone();
+    let options = json!([{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}]);
+    // A decision routed to boss (the delivery arbiter), and one boss raised.
+    let routed = res(&b.call(
+        &caps["cto"],
+        "decision.raise",
+        json!({"action": "git.merge.protected", "question": "Merge?", "target": TASK,
+               "options": options, "recommendation": "yes", "blocking": false}),
+    ))["id"]
+        .clone();
+    let own = res(&b.call(
+        &boss,
+        "decision.raise",
+        json!({"action": "prd.approve", "question": "Approve?", "options": options,
+               "recommendation": "yes", "blocking": false}),
+    ))["id"]
+        .clone();
+    let msg = res(&b.call(&caps["cto"], "message.send", json!({"to": "boss", "body": "hi"})))
+        ["id"]
+        .clone();
+    res(&b.call(&boss, "message.receive", Value::Null));
+    res(&b.call(&boss, "role.release", Value::Null));
+
+    let cases: Vec<(&str, Value)> = vec![
+        ("role.release", Value::Null),
+        ("role.revoke", json!({"role": "cto", "reason": "done"})),
+        ("role.revoke", json!({"role": "cto", "decision": NO_ID})),
+        ("event.emit", json!({"kind": "action.allowed", "body": {"action": "routine"}})),
+        ("message.send", json!({"to": "cto", "body": "hello"})),
+        ("message.receive", Value::Null),
+        ("message.read", json!({"id": msg})),
+        ("decision.raise", json!({"action": "prd.approve", "question": "Again?",
+                                   "options": options, "recommendation": "yes",
+                                   "blocking": false})),
+        ("decision.resolve", json!({"id": routed, "choice": "yes"})),
+        ("decision.seen", json!({"id": routed})),
+        ("decision.withdraw", json!({"id": own})),
+        ("review.request", json!({"task_ref": TASK, "commit": C1, "to": "cto"})),
+        ("review.verdict", json!({"task_ref": TASK, "request": NO_ID, "verdict": "approve",
+                                   "body": "ok"})),
+        ("organization.set", json!({"revision": 1, "limits": {"perDefinition": {}}})),
+        ("name.set", json!({"instance": "cto", "name": "tech"})),
+        ("staff.request", json!({"task_ref": TASK, "roles": [{"role": "cto", "count": 1}]})),
+        ("spec.read", json!({"project": "site"})),
+        ("record.write", json!({"project": "site", "path": "docs/plan.md",
+                                 "record": "# Plan"})),
+        ("usage.begin", json!({"turn": msg})),
+        ("usage.end", json!({"turn": msg})),
+        ("usage", Value::Null),
+    ];
+    let reads = [
+        "role.claim",
+        "trail",
+        "inbox",
+        "agents",
+        "tasks",
+        "state",
+        "requirements",
+        "names",
+    ];
+    let mut role_verbs: Vec<&str> = mosaic_bus::verbs::VERBS
+        .iter()
+        .filter(|v| v.sessions.role.is_none() && !reads.contains(&v.name))
+        .map(|v| v.name)
+        .collect();
+    let mut named: Vec<&str> = cases.iter().map(|(v, _)| *v).collect();
+    role_verbs.sort_unstable();
+    named.sort_unstable();
+    named.dedup();
+    assert_eq!(named, role_verbs, "every verb a role may call is probed");
+
+    let before = row_counts(root.path());
+    let mut wrong = Vec::new();
+    for (verb, args) in &cases {
+        let r = b.call(&boss, verb, args.clone());
+        if r["error"] != json!("not-holder") {
+            wrong.push(format!("{verb} {args}: {r}"));
+        }
+    }
+    let ops = [
+        json!({"op": "authorize", "action": "task.close", "target": TASK}),
+        json!({"op": "authorizeLaunch", "instance": "cto"}),
+        json!({"op": "checkPush", "task_ref": TASK}),
+        json!({"op": "recordPush", "push": {"task_ref": TASK, "project": "site",
+               "branch": "work/41", "ref": "refs/heads/work/41", "commit": C1,
+               "previous": null}}),
+        json!({"op": "reviewFetch", "args": {"task_ref": TASK, "request": NO_ID}}),
+        json!({"op": "checkLand", "args": {"task_ref": TASK, "decision": routed}}),
+    ];
+    for mut op in ops {
+        op["cap"] = json!(boss);
+        let r = b.op(op.clone());
+        if r["error"] != json!("not-holder") {
+            wrong.push(format!("{op}: {r}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert_eq!(row_counts(root.path()), before, "nothing but refusals written");
+    let _ = b.op(json!({"op": "close"}));
+}

@@ -688,6 +688,69 @@ fn ending_the_assistant_revokes_its_held_threads() {
     let _ = b.op(json!({"op": "close"}));
 }
 
+/// 3i L68 and L237: a chief of staff whose role was released or revoked
+/// (its run still bound) ends none of the assistant's threads with its
+/// reason (`not-holder`); and a spent approval to end the assistant is
+/// `decision-consumed` through `role.revoke` even with no thread held
+/// (L157; before, `not-held`).
+#[test]
+fn a_chief_that_no_longer_holds_its_role_ends_no_thread() {
+    let root = data_root();
+    let mut b = boot_for_ends(root.path());
+    let h = ShimSession::human(&b);
+    let (t1, _) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..4).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &t1);
+    let chief = b.claimed("chief", "chief-1", procs[1].id());
+    let pm = b.claimed("pm", "pm-1", procs[2].id());
+    let reason = json!({"role": "helper", "reason": "the day is over"});
+    let revokes = |root: &Path| {
+        count(
+            root,
+            "SELECT count(*) FROM thread_claims WHERE op = 'revoke'",
+        )
+    };
+
+    // Released: its reason ends nothing.
+    res(&b.call(&chief, "role.release", Value::Null));
+    assert_eq!(
+        err(&b.call(&chief, "role.revoke", reason.clone())),
+        "not-holder"
+    );
+    assert_eq!(revokes(root.path()), 0);
+    res(&b.call(&h1, "message.receive", Value::Null));
+    // Revoked (pm ends it with its own role.end): still nothing.
+    res(&b.call(&chief, "role.claim", Value::Null));
+    res(&b.call(&pm, "role.revoke", json!({"role": "chief", "reason": "away"})));
+    assert_eq!(
+        err(&b.call(&chief, "role.revoke", reason.clone())),
+        "not-holder"
+    );
+    assert_eq!(revokes(root.path()), 0);
+    res(&b.call(&h1, "message.receive", Value::Null));
+
+    // A decision the human resolved through the CLI, spent once by a
+    // chief that holds its role; then used again with no thread held.
+    let chief2 = b.claimed("chief", "chief-2", procs[3].id());
+    let d = res(&b.call(
+        &chief2,
+        "decision.raise",
+        raise("role.revoke", Some("helper")),
+    ))
+    .clone();
+    h.ok("decision.resolve", json!({"id": d["id"], "choice": "yes"}));
+    let with = json!({"role": "helper", "decision": d["id"]});
+    assert_eq!(
+        res(&b.call(&chief2, "role.revoke", with.clone())).clone(),
+        json!({"revoked": true, "threads": 1})
+    );
+    assert_eq!(
+        err(&b.call(&chief2, "role.revoke", with)),
+        "decision-consumed"
+    );
+    let _ = b.op(json!({"op": "close"}));
+}
+
 #[test]
 fn a_thread_runs_decisions_bind_to_its_thread() {
     let root = data_root();

@@ -8,6 +8,7 @@ use crate::policy::threads as rules;
 use crate::store::decisions as dstore;
 use crate::store::evidence::{self, ClaimRow};
 use crate::store::threads;
+use crate::store::Tx;
 use serde_json::{json, Value};
 
 /// The longest `role.revoke` reason, in characters (3i, row 123).
@@ -210,7 +211,12 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         );
     }
     core.store.write(|t| {
+        must_hold(t, business_id, (role, run))?;
         let d = dstore::load(&t.tx, business_id, &decision)?.ok_or(Code::DecisionNotFound)?;
+        // The approval's own facts before the target's: a spent one is
+        // `decision-consumed` here as on every other path (L157), even once
+        // its target is no longer held or held by another run.
+        approval_stands(t, business, (role, run), &target, &decision)?;
         let current = evidence::holder(&t.tx, business_id, &target)?.ok_or(Code::NotHeld)?;
         // The approval names one holder incarnation: another run now
         // holding the target is a different revoke.
@@ -240,6 +246,40 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
                   "event": out.event.id, "at": w.at}),
         )
     })
+}
+
+/// The caller's own run must hold its role, on every path of `role.revoke`
+/// (3i L68, L237: a run whose role was released or revoked ends nobody,
+/// though its capability is still bound): `not-holder`.
+fn must_hold(t: &Tx<'_>, business: &str, (role, run): (&str, &str)) -> Result<(), Code> {
+    if evidence::holds(&t.tx, business, role, run)? {
+        Ok(())
+    } else {
+        Err(Code::NotHolder)
+    }
+}
+
+/// The shared authority check of a `role.revoke` approval, without its
+/// write: matching, resolution and single use (`decision-mismatch`,
+/// `decision-not-approved`, `decision-consumed`), in the order every path
+/// gives them.
+fn approval_stands(
+    t: &Tx<'_>,
+    business: &crate::config::Business,
+    (role, run): (&str, &str),
+    target: &str,
+    decision: &str,
+) -> Result<(), Code> {
+    crate::authorize::check(
+        &t.tx,
+        business,
+        role,
+        run,
+        "role.revoke",
+        Some(target),
+        Some(decision),
+    )
+    .map(|_| ())
 }
 
 /// The chief of staff: an instance whose definition is `chief-of-staff`.
@@ -276,6 +316,7 @@ fn revoke_threads(
 ) -> Result<Value, Code> {
     let b = business.id.as_str();
     core.store.write(|t| {
+        must_hold(t, b, (role, run))?;
         let (decision, reason) = match grounds {
             Grounds::Decision(decision) => {
                 let d = dstore::load(&t.tx, b, decision)?.ok_or(Code::DecisionNotFound)?;
@@ -287,6 +328,8 @@ fn revoke_threads(
                 if d.closed_kind.as_deref() == Some("resolved") && !via_cli {
                     return Err(Code::RoleEndRefused);
                 }
+                // A spent approval is `decision-consumed`, before `not-held`.
+                approval_stands(t, business, (role, run), target, decision)?;
                 if threads::held_threads(&t.tx, b, target, None)?.is_empty() {
                     return Err(Code::NotHeld);
                 }
@@ -340,6 +383,7 @@ fn end_with_reason(
     class: Class,
 ) -> Result<Value, Code> {
     core.store.write(|t| {
+        must_hold(t, &business.id, (role, run))?;
         let current = evidence::holder(&t.tx, &business.id, target)?.ok_or(Code::NotHeld)?;
         if current == run {
             return Err(Code::RoleEndRefused);
