@@ -1477,3 +1477,46 @@ fn a_spent_revoke_approval_is_decision_consumed_through_role_revoke() {
     let r = e.broker().call(&cap2, "role.release", Value::Null);
     assert_eq!(r["ok"], json!(true), "{r}");
 }
+
+/// One spelling per field (3i L70, L153, L157): the `decision.raise` reply
+/// names the approval option `approvalChoice`, as the inbox, trail and
+/// `decisions` rows of the same decision do; no row says `approval_choice`.
+#[test]
+fn the_raise_reply_spells_approval_choice_as_every_row_does() {
+    let e = Env::new();
+    let d = e.raised(
+        "dev",
+        json!({"target": MERGE_TARGET, "approvalChoice": "no",
+               "question": "Hold the merge?"}),
+    );
+    let id = d["id"].clone();
+    let inbox = e.call("pm", "inbox", Value::Null);
+    let inbox_row = inbox["result"]["decisions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["id"] == id).cloned())
+        .expect("in the arbiter's inbox");
+    let trail = e.reader("trail", json!({"subject": id}));
+    let trail_row = trail["result"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["record"] == json!("decision")).cloned())
+        .expect("on its trail");
+    let listed = e.reader("decisions", json!({"list": "roles"}));
+    let list_row = listed["result"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["id"] == id).cloned())
+        .expect("in the roles list");
+    for (what, row) in [
+        ("raise", &d),
+        ("inbox", &inbox_row),
+        ("trail", &trail_row),
+        ("decisions", &list_row),
+    ] {
+        assert_eq!(row["approvalChoice"], json!("no"), "{what}: {row}");
+        assert_eq!(
+            row["authorization"]["approvalChoice"],
+            json!("no"),
+            "{what}: {row}"
+        );
+        assert!(row.get("approval_choice").is_none(), "{what}: {row}");
+    }
+}

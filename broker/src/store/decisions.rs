@@ -125,7 +125,7 @@ impl DecisionRow {
             "question": self.question,
             "options": self.options_json(),
             "recommendation": self.recommendation,
-            "approval_choice": self.approval_choice,
+            "approvalChoice": self.approval_choice,
             "blocking": self.blocking,
             "project": self.project,
             "task_ref": self.task_ref,
