@@ -408,6 +408,27 @@ fn code_mentions(file: &Path, needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// One reading of an instance's definition (issue 30):
+/// `policy::routing::definition_of` answers which definition an instance
+/// is (its key when it declares none); no other module of the broker reads
+/// a business role's `definition` field itself, so no rule can read it
+/// another way. `config/` builds the field and checks it.
+#[test]
+fn one_function_reads_an_instances_definition() {
+    let src = root().join("broker/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f.starts_with(src.join("config")) || f == src.join("policy/routing.rs") {
+            continue;
+        }
+        found.extend(code_mentions(&f, "definition.as_deref()"));
+    }
+    let routing = code_mentions(&src.join("policy/routing.rs"), "definition.as_deref()");
+    assert_eq!(routing.len(), 1, "{routing:#?}");
+    assert!(routing[0].contains("unwrap_or(key)"), "{routing:#?}");
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 #[test]
 fn host_and_the_runtime_do_not_import_each_other() {
     let src = root().join("broker/src");

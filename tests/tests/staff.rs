@@ -197,3 +197,48 @@ fn the_pm_asks_the_chief_of_staff_for_staff() {
     drop(c);
     b.close();
 }
+
+/// One reading of an instance's definition (issue 30): an instance with no
+/// `definition` stands for the definition its key names, for every rule.
+/// A definition-less `pm` gets the spec notices and may BLOCK (as
+/// `project_records.rs` shows), so it asks for staff as a pm too; and a
+/// definition-less instance keyed `chief-of-staff` is the chief of staff
+/// a staff request goes to. A definition-less key that names no such
+/// definition is neither.
+#[test]
+fn a_definition_less_pm_asks_a_definition_less_chief_of_staff_for_staff() {
+    let dir = data_root();
+    let root = dir.path();
+    let send = json!({"withinRole": ["message.send"], "crossRole": []});
+    let config = json!({
+        "dataRoot": root.to_str().expect("utf-8"),
+        "businesses": {"acme": {
+            "id": "acme", "human": "Ada",
+            "arbiters": {"technical": "pm", "delivery": "pm"},
+            "roles": {
+                "chief-of-staff": {"authority": send},
+                "pm": {"authority": send},
+                "lead": {"authority": send},
+                "dev": role("dev", json!([])),
+            },
+            "launch": {"by": "chief-of-staff", "instances": ["pm", "lead", "dev"]},
+        }},
+    });
+    let (mut b, reply) = Broker::spawn(root, config);
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let procs: Vec<Sleeper> = (0..3).map(|_| sleeper()).collect();
+    let chief = b.claimed_in("acme", "chief-of-staff", "chief-1", procs[0].id());
+    let pm = b.claimed_in("acme", "pm", "pm-1", procs[1].id());
+    let lead = b.claimed_in("acme", "lead", "lead-1", procs[2].id());
+    let ask = json!({"task_ref": TASK, "roles": [{"role": "dev", "count": 1}]});
+    assert_eq!(
+        err(&b.call(&lead, "staff.request", ask.clone())),
+        "staff-request-refused"
+    );
+    let r = res(&b.call(&pm, "staff.request", ask)).clone();
+    assert_eq!(r["to"], json!("chief-of-staff"), "{r}");
+    let got = res(&b.call(&chief, "message.receive", Value::Null)).clone();
+    assert_eq!(got["messages"][0]["id"], r["message"], "{got}");
+    assert_eq!(got["messages"][0]["class"], json!("STAFF-REQUEST"));
+    b.close();
+}

@@ -10,12 +10,18 @@ pub const HUMAN: &str = "human";
 /// The definition of the business's chief of staff.
 pub const CHIEF_OF_STAFF: &str = "chief-of-staff";
 
-/// The definition of role instance `role`, if it has one.
+/// Which definition role instance `role` is: its `definition`, or, for an
+/// instance declared without one, the definition its key names (an instance
+/// keyed `pm` stands for `pm`). `None` only for a name that is no instance
+/// of the business. The one reading of an instance's definition: every rule
+/// that asks (the thread instance, END_PROTECTED, the chief of staff, the
+/// pm's staff request, the spec notices and BLOCK, the messaging lists,
+/// record authors, the organization's definitions) asks here.
 pub fn definition_of<'a>(business: &'a Business, role: &str) -> Option<&'a str> {
     business
         .roles
-        .get(role)
-        .and_then(|r| r.definition.as_deref())
+        .get_key_value(role)
+        .map(|(key, r)| r.definition.as_deref().unwrap_or(key))
 }
 
 /// True when `target` is an instance of an END_PROTECTED definition (only
@@ -175,10 +181,7 @@ fn messaging_name<'a>(business: &'a Business, address: &'a str) -> Option<&'a st
     if address == HUMAN {
         return Some(HUMAN);
     }
-    business
-        .roles
-        .get(address)
-        .map(|r| r.definition.as_deref().unwrap_or(address))
+    definition_of(business, address)
 }
 
 /// True when the role definitions' messaging lists let `from` message `to`

@@ -19,20 +19,12 @@ pub const NAME_MAX: usize = 200;
 
 /// True when `role` is an instance of [`THREAD_DEFINITION`].
 pub fn is_thread_instance(business: &Business, role: &str) -> bool {
-    business
-        .roles
-        .get(role)
-        .and_then(|r| r.definition.as_deref())
-        == Some(THREAD_DEFINITION)
+    super::routing::definition_of(business, role) == Some(THREAD_DEFINITION)
 }
 
 /// True when `role`'s definition is in [`END_PROTECTED`].
 pub fn is_end_protected(business: &Business, role: &str) -> bool {
-    business
-        .roles
-        .get(role)
-        .and_then(|r| r.definition.as_deref())
-        .is_some_and(|d| END_PROTECTED.contains(&d))
+    super::routing::definition_of(business, role).is_some_and(|d| END_PROTECTED.contains(&d))
 }
 
 /// The business's one thread instance: `thread-instance-missing` when no

@@ -247,11 +247,9 @@ impl Send {
     /// (`block-reply-required`; what it replies to is checked in the
     /// transaction, [`Send::check_block_reply`]).
     fn check_block(&self, biz: &Business, caller: &Caller) -> Result<(), Code> {
-        // A definition-less instance goes by its key, as the notices do.
         let sender_ok = match caller {
             Caller::Role { role, .. } => {
-                let d = routing::definition_of(biz, role).unwrap_or(role);
-                BLOCK_SENDERS.contains(&d)
+                routing::definition_of(biz, role).is_some_and(|d| BLOCK_SENDERS.contains(&d))
             }
             _ => false,
         };
@@ -712,12 +710,7 @@ impl Verb for StaffRequest {
             .filter(|by| routing::definition_of(biz, by) == Some(routing::CHIEF_OF_STAFF))
             .ok_or(Code::NoChiefOfStaff)?;
         // The roles asked for are definitions the business knows.
-        let known = |d: &str| {
-            biz.roles
-                .iter()
-                .any(|(k, r)| r.definition.as_deref().unwrap_or(k) == d)
-        };
-        if !self.roles.iter().all(|(r, _)| known(r)) {
+        if !self.roles.iter().all(|(r, _)| knows_definition(biz, r)) {
             return Err(Code::UnknownRole);
         }
         let wanted: Vec<String> = self.roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
@@ -763,6 +756,6 @@ pub const PM_DEFINITION: &str = "pm";
 /// instance uses (its key when it has none).
 pub fn knows_definition(biz: &Business, name: &str) -> bool {
     biz.roles
-        .iter()
-        .any(|(k, r)| r.definition.as_deref().unwrap_or(k) == name)
+        .keys()
+        .any(|k| routing::definition_of(biz, k) == Some(name))
 }

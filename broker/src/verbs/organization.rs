@@ -17,6 +17,7 @@ use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::organization::OrgFile;
+use crate::policy::routing::definition_of;
 use crate::store::evidence::{self, Actor};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,10 +43,7 @@ fn take_revision(args: &mut Args) -> Result<u64, Code> {
 /// The definitions the loaded business knows: each instance's definition,
 /// its key when it has none.
 fn definitions(b: &Business) -> BTreeSet<&str> {
-    b.roles
-        .iter()
-        .map(|(k, r)| r.definition.as_deref().unwrap_or(k))
-        .collect()
+    b.roles.keys().filter_map(|k| definition_of(b, k)).collect()
 }
 
 /// The definitions some instance declares credentials for.
@@ -53,7 +51,7 @@ fn credentialed(b: &Business) -> BTreeSet<&str> {
     b.roles
         .iter()
         .filter(|(_, r)| r.gitea.is_some() || r.vikunja.is_some())
-        .map(|(k, r)| r.definition.as_deref().unwrap_or(k))
+        .filter_map(|(k, _)| definition_of(b, k))
         .collect()
 }
 
@@ -87,7 +85,7 @@ fn writer<'a>(core: &Core, caller: &'a Caller) -> Result<Writer<'a>, Code> {
             if !r.within_role.iter().any(|a| a == ORGANIZATION_CHANGE) {
                 return Err(Code::NotAuthorized);
             }
-            let def = r.definition.as_deref().unwrap_or(role);
+            let def = definition_of(b, role).unwrap_or(role);
             Ok(Writer {
                 role,
                 run,
@@ -304,11 +302,11 @@ impl Verb for InstancesRead {
         let loaded: Map<String, Value> = b
             .roles
             .iter()
-            .map(|(k, r)| {
+            .map(|(k, _)| {
                 let launch = b.launch.as_ref().is_some_and(|l| l.instances.contains(k));
                 (
                     k.clone(),
-                    json!({"definition": r.definition.as_deref().unwrap_or(k), "launch": launch}),
+                    json!({"definition": definition_of(b, k).unwrap_or(k), "launch": launch}),
                 )
             })
             .collect();

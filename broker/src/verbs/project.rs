@@ -14,6 +14,7 @@ use crate::authorize;
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::policy::routing;
 use crate::project::git::Git;
 use crate::project::write::{self, Author, Kind, RecordPath};
 use crate::project::{is_full_sha, records, Done, Job, Receipt, Work, SPEC_PATH};
@@ -252,11 +253,7 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
     )?;
     let (_, repo) = repo_of(core, business, &project)?;
     let bytes = records::record_bytes(&path, record)?;
-    let definition = b
-        .roles
-        .get(role)
-        .and_then(|r| r.definition.as_deref())
-        .unwrap_or(role);
+    let definition = routing::definition_of(b, role).unwrap_or(role);
     Ok(Job {
         git: git_of(core),
         repo,
@@ -407,9 +404,9 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
                 return Ok(());
             }
             let body = review_notice_body(project, commit, base);
-            for (instance, role) in &b.roles {
-                let definition = role.definition.as_deref().unwrap_or(instance);
-                if !SPEC_REVIEWERS.contains(&definition) {
+            for instance in b.roles.keys() {
+                let definition = routing::definition_of(b, instance);
+                if !definition.is_some_and(|d| SPEC_REVIEWERS.contains(&d)) {
                     continue;
                 }
                 msgs::send_bus_notice(t, &b.id, instance, &body)?;

@@ -284,15 +284,9 @@ fn approval_stands(
 
 /// The chief of staff: an instance whose definition is `chief-of-staff`.
 fn is_chief_of_staff(business: &crate::config::Business, role: &str) -> bool {
-    business
-        .roles
-        .get(role)
-        .and_then(|r| r.definition.as_deref())
-        == Some(CHIEF_OF_STAFF)
+    crate::policy::routing::definition_of(business, role)
+        == Some(crate::policy::routing::CHIEF_OF_STAFF)
 }
-
-/// The definition of the chief of staff (DESIGN.md, "Schema 3i").
-const CHIEF_OF_STAFF: &str = "chief-of-staff";
 
 /// What a thread instance's end stands on.
 enum Grounds<'a> {
