@@ -1,15 +1,15 @@
 //! BLOCK (3i row 143) and the relay of an answer to a spec review notice,
 //! in process: a real `Core` on a real store in a private data root,
 //! calling `verbs::dispatch` as the socket does after the caller resolved.
-//! The notices are stored by `store::messages::send_bus_notice`, the one
-//! writer of the bus's notices.
+//! The notices are stored as the spec review notice is: the bus's notice
+//! (`store::messages::bus_notice`), in no thread.
 
 mod common;
 
 use common::Inproc;
 use mosaic_bus::core::Caller;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::messages::{send_bus_notice, spec_notice_lead};
+use mosaic_bus::store::messages::{bus_notice, insert_message, spec_notice_lead};
 use serde_json::{json, Value};
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -69,12 +69,12 @@ impl Env {
 
     /// A notice from the bus to `to`, stored as the spec review notice is.
     fn notice(&mut self, to: &str, body: &str) -> String {
-        let (to, body) = (to.to_string(), body.to_string());
+        let id = mosaic_bus::ids::uuid();
         self.core
             .store
-            .write(move |t| send_bus_notice(t, "acme", &to, &body))
-            .expect("notice")
-            .id
+            .write(|t| insert_message(t, &bus_notice(&id, "acme", to, body)))
+            .expect("notice");
+        id
     }
 
     fn spec_notice(&mut self, to: &str, project: &str) -> String {

@@ -519,8 +519,15 @@ fn the_human_resolves_and_sees_a_decision_routed_to_an_arbiter() {
     );
     let id = d["id"].as_str().unwrap().to_string();
     // Seen by the human: an acknowledgement, the decision stays open.
-    let seen = e.ok(&human(), "decision.seen", json!({"id": id, "note": "looking"}));
-    assert_eq!((&seen["kind"], &seen["by"]), (&json!("seen"), &json!("Ada")));
+    let seen = e.ok(
+        &human(),
+        "decision.seen",
+        json!({"id": id, "note": "looking"}),
+    );
+    assert_eq!(
+        (&seen["kind"], &seen["by"]),
+        (&json!("seen"), &json!("Ada"))
+    );
     // Another role is still no resolver.
     assert_eq!(
         e.call(
@@ -537,7 +544,11 @@ fn the_human_resolves_and_sees_a_decision_routed_to_an_arbiter() {
     );
     let input = r["input"].as_str().unwrap().to_string();
     assert_eq!(
-        (&r["closed"]["by"], &r["closed"]["run"], &r["closed"]["input"]),
+        (
+            &r["closed"]["by"],
+            &r["closed"]["run"],
+            &r["closed"]["input"]
+        ),
         (&json!("Ada"), &json!("human-cli"), &json!(input))
     );
     let kind: String = e.one("SELECT kind FROM events WHERE id = ?1", &input);
@@ -577,7 +588,11 @@ fn the_human_resolves_and_sees_a_decision_routed_to_an_arbiter() {
         .is_ok());
     // The arbiter keeps its right, and its close names its run.
     let d2 = e.raise(&role("dev", "dev-1"), json!({"target": "vikunja:3/42"}));
-    e.ok(&role("pm", "pm-1"), "decision.seen", json!({"id": d2["id"]}));
+    e.ok(
+        &role("pm", "pm-1"),
+        "decision.seen",
+        json!({"id": d2["id"]}),
+    );
     let r = e.ok(
         &role("pm", "pm-1"),
         "decision.resolve",

@@ -429,6 +429,30 @@ fn one_function_reads_an_instances_definition() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// One path for every message (issue 30, 3i row 121): outside the store,
+/// only `verbs::messages::post` calls the message writer and files a
+/// message in a thread, so no writer (a verb, a review, a decision close, a
+/// notice, a landing result) can store a message to or from a thread
+/// instance outside its thread.
+#[test]
+fn every_message_is_written_through_one_path() {
+    let src = root().join("broker/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f.starts_with(src.join("store")) {
+            continue;
+        }
+        for needle in ["insert_message(", "file_message("] {
+            found.extend(code_mentions(&f, needle));
+        }
+    }
+    let post = src.join("verbs/messages.rs").display().to_string();
+    let (ours, others): (Vec<String>, Vec<String>) =
+        found.into_iter().partition(|l| l.starts_with(&post));
+    assert!(others.is_empty(), "{}", others.join("\n"));
+    assert_eq!(ours.len(), 2, "post's two calls: {ours:#?}");
+}
+
 #[test]
 fn host_and_the_runtime_do_not_import_each_other() {
     let src = root().join("broker/src");

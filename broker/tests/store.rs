@@ -436,16 +436,22 @@ fn every_evidence_writer_refuses_a_known_token() {
         .err(),
         Some(Code::KnownToken)
     );
+    // A decision's close message: the one message writer, as every message.
+    let close_body = format!("resolved: {T}");
     assert_eq!(
-        s.write(|t| decisions::insert_close_message(
+        s.write(|t| mosaic_bus::store::messages::insert_message(
             t,
-            "acme",
-            "human",
-            "human",
-            "pm",
-            &format!("resolved: {T}"),
-            &id,
-            None
+            &mosaic_bus::store::messages::NewMessage {
+                id: "01a23ee0-0000-7000-8000-000000000001",
+                business: "acme",
+                from_role: "human",
+                from_run: "human-cli",
+                to_role: "pm",
+                class: "DECISION",
+                body: &close_body,
+                decision: Some(&id),
+                ..Default::default()
+            },
         ))
         .err(),
         Some(Code::KnownToken)

@@ -1399,7 +1399,11 @@ fn a_run_that_no_longer_holds_its_role_ends_nobody() {
     );
     // Revoked: cto ends dev with its reason; dev-1 then can't use its
     // approval either.
-    let r = e.call("cto", "role.revoke", json!({"role": "dev", "reason": "done"}));
+    let r = e.call(
+        "cto",
+        "role.revoke",
+        json!({"role": "dev", "reason": "done"}),
+    );
     assert_eq!(r["ok"], json!(true), "{r}");
     let (before, events) = (before + 1, events + 1);
     assert_eq!(
@@ -1413,11 +1417,19 @@ fn a_run_that_no_longer_holds_its_role_ends_nobody() {
     // Revoked, by a run holding its role: pm claims again and ends cto.
     let r = e.call("pm", "role.claim", Value::Null);
     assert_eq!(r["ok"], json!(true), "{r}");
-    let r = e.call("pm", "role.revoke", json!({"role": "cto", "reason": "done"}));
+    let r = e.call(
+        "pm",
+        "role.revoke",
+        json!({"role": "cto", "reason": "done"}),
+    );
     assert_eq!(r["ok"], json!(true), "{r}");
     let (before, events) = (before + 2, events + 1);
     assert_eq!(
-        err(&e.call("cto", "role.revoke", json!({"role": "qa", "reason": "stop"}))),
+        err(&e.call(
+            "cto",
+            "role.revoke",
+            json!({"role": "qa", "reason": "stop"})
+        )),
         "not-holder"
     );
     assert_eq!(

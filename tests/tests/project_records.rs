@@ -645,7 +645,10 @@ fn a_cited_raise_checks_the_current_confirmed_spec_and_stores_its_citation() {
     let human = ShimSession::human(&w.b);
     human.ok("decision.seen", json!({"id": d["id"]}));
     assert_eq!(
-        err(&human.call("decision.resolve", json!({"id": d["id"], "choice": "maybe"}))),
+        err(&human.call(
+            "decision.resolve",
+            json!({"id": d["id"], "choice": "maybe"})
+        )),
         "invalid-choice"
     );
     let closed = res(&w.call(

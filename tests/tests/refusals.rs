@@ -945,9 +945,19 @@ fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
     .expect("org");
     std::fs::set_permissions(&org, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .expect("chmod");
-    let every = json!(["message.send", "role.end", "review.request", "review.verdict",
-                       "record.write", "instance.name", "organization.change",
-                       "git.push.working", "task.close", "role.launch", "role.revoke"]);
+    let every = json!([
+        "message.send",
+        "role.end",
+        "review.request",
+        "review.verdict",
+        "record.write",
+        "instance.name",
+        "organization.change",
+        "git.push.working",
+        "task.close",
+        "role.launch",
+        "role.revoke"
+    ]);
     let business = json!({
         "id": "acme", "human": "Ada",
         "arbiters": {"technical": "cto", "delivery": "boss"},
@@ -988,8 +998,11 @@ fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
                "recommendation": "yes", "blocking": false}),
     ))["id"]
         .clone();
-    let msg = res(&b.call(&caps["cto"], "message.send", json!({"to": "boss", "body": "hi"})))
-        ["id"]
+    let msg = res(&b.call(
+        &caps["cto"],
+        "message.send",
+        json!({"to": "boss", "body": "hi"}),
+    ))["id"]
         .clone();
     res(&b.call(&boss, "message.receive", Value::Null));
     res(&b.call(&boss, "role.release", Value::Null));
@@ -998,25 +1011,46 @@ fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
         ("role.release", Value::Null),
         ("role.revoke", json!({"role": "cto", "reason": "done"})),
         ("role.revoke", json!({"role": "cto", "decision": NO_ID})),
-        ("event.emit", json!({"kind": "action.allowed", "body": {"action": "routine"}})),
+        (
+            "event.emit",
+            json!({"kind": "action.allowed", "body": {"action": "routine"}}),
+        ),
         ("message.send", json!({"to": "cto", "body": "hello"})),
         ("message.receive", Value::Null),
         ("message.read", json!({"id": msg})),
-        ("decision.raise", json!({"action": "prd.approve", "question": "Again?",
+        (
+            "decision.raise",
+            json!({"action": "prd.approve", "question": "Again?",
                                    "options": options, "recommendation": "yes",
-                                   "blocking": false})),
+                                   "blocking": false}),
+        ),
         ("decision.resolve", json!({"id": routed, "choice": "yes"})),
         ("decision.seen", json!({"id": routed})),
         ("decision.withdraw", json!({"id": own})),
-        ("review.request", json!({"task_ref": TASK, "commit": C1, "to": "cto"})),
-        ("review.verdict", json!({"task_ref": TASK, "request": NO_ID, "verdict": "approve",
-                                   "body": "ok"})),
-        ("organization.set", json!({"revision": 1, "limits": {"perDefinition": {}}})),
+        (
+            "review.request",
+            json!({"task_ref": TASK, "commit": C1, "to": "cto"}),
+        ),
+        (
+            "review.verdict",
+            json!({"task_ref": TASK, "request": NO_ID, "verdict": "approve",
+                                   "body": "ok"}),
+        ),
+        (
+            "organization.set",
+            json!({"revision": 1, "limits": {"perDefinition": {}}}),
+        ),
         ("name.set", json!({"instance": "cto", "name": "tech"})),
-        ("staff.request", json!({"task_ref": TASK, "roles": [{"role": "cto", "count": 1}]})),
+        (
+            "staff.request",
+            json!({"task_ref": TASK, "roles": [{"role": "cto", "count": 1}]}),
+        ),
         ("spec.read", json!({"project": "site"})),
-        ("record.write", json!({"project": "site", "path": "docs/plan.md",
-                                 "record": "# Plan"})),
+        (
+            "record.write",
+            json!({"project": "site", "path": "docs/plan.md",
+                                 "record": "# Plan"}),
+        ),
         ("usage.begin", json!({"turn": msg})),
         ("usage.end", json!({"turn": msg})),
         ("usage", Value::Null),
@@ -1068,6 +1102,10 @@ fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    assert_eq!(row_counts(root.path()), before, "nothing but refusals written");
+    assert_eq!(
+        row_counts(root.path()),
+        before,
+        "nothing but refusals written"
+    );
     let _ = b.op(json!({"op": "close"}));
 }

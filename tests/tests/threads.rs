@@ -721,7 +721,11 @@ fn a_chief_that_no_longer_holds_its_role_ends_no_thread() {
     res(&b.call(&h1, "message.receive", Value::Null));
     // Revoked (pm ends it with its own role.end): still nothing.
     res(&b.call(&chief, "role.claim", Value::Null));
-    res(&b.call(&pm, "role.revoke", json!({"role": "chief", "reason": "away"})));
+    res(&b.call(
+        &pm,
+        "role.revoke",
+        json!({"role": "chief", "reason": "away"}),
+    ));
     assert_eq!(
         err(&b.call(&chief, "role.revoke", reason.clone())),
         "not-holder"
@@ -748,6 +752,116 @@ fn a_chief_that_no_longer_holds_its_role_ends_no_thread() {
         err(&b.call(&chief2, "role.revoke", with)),
         "decision-consumed"
     );
+    let _ = b.op(json!({"op": "close"}));
+}
+
+/// Reviews to or from a thread run are filed in its thread (3i L108-L113):
+/// the assistant's thread run asks the pm for a review; the REVIEW-REQUEST
+/// is in its thread, the pm's REVIEW-RESULT in reply joins the same
+/// thread, `threadsState` counts it, the thread run receives it, and the
+/// pm's plain reply to the request by `message.send` reaches the thread too.
+/// A review request to the thread instance, which has no thread to join, is
+/// refused as any message to it without one is.
+#[test]
+fn reviews_to_and_from_a_thread_run_are_filed_in_its_thread() {
+    const TASK: &str = "vikunja:3/41";
+    const C1: &str = "1111111111111111111111111111111111111111";
+    let root = data_root();
+    let mut biz = businesses("Ada", false);
+    biz["acme"]["roles"]["helper"]["authority"]["withinRole"] = json!([
+        "message.send",
+        "review.request",
+        "git.push.working",
+        "review.verdict"
+    ]);
+    biz["acme"]["roles"]["pm"]["authority"]["withinRole"] = json!([
+        "message.send",
+        "review.verdict",
+        "review.request",
+        "git.push.working"
+    ]);
+    let (mut b, reply) = Broker::spawn(
+        root.path(),
+        json!({"dataRoot": root.path().to_str().expect("utf-8"), "businesses": biz}),
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let h = ShimSession::human(&b);
+    let (thread, _) = plans_and_budget(&h);
+    let procs: Vec<_> = (0..2).map(|_| sleeper()).collect();
+    let h1 = claimed_thread(&mut b, "h-1", procs[0].id(), &thread);
+    let pm = b.claimed("pm", "pm-1", procs[1].id());
+    let push = |b: &mut Broker, cap: &str| {
+        b.op(json!({"op": "recordPush", "cap": cap, "push": {
+            "task_ref": TASK, "project": "site", "branch": "work/41",
+            "ref": "refs/heads/work/41", "commit": C1, "previous": null}}))
+    };
+    res(&push(&mut b, &h1));
+    let threaded = |root: &Path, id: &Value| -> Option<String> {
+        db(root)
+            .query_row(
+                "SELECT thread FROM message_threads WHERE message = ?1",
+                [id.as_str().expect("id")],
+                |r| r.get(0),
+            )
+            .ok()
+    };
+
+    let req = res(&b.call(
+        &h1,
+        "review.request",
+        json!({"task_ref": TASK, "commit": C1, "to": "pm"}),
+    ))
+    .clone();
+    assert_eq!(threaded(root.path(), &req["message"]), Some(thread.clone()));
+    let got = res(&b.call(&pm, "message.receive", Value::Null)).clone();
+    assert_eq!(ids(&got["messages"]), [req["message"].as_str().unwrap()]);
+    let before = state_of(&mut b, &thread);
+    let v = res(&b.call(
+        &pm,
+        "review.verdict",
+        json!({"task_ref": TASK, "request": req["request"], "verdict": "approve",
+               "body": "fine"}),
+    ))
+    .clone();
+    assert_eq!(threaded(root.path(), &v["message"]), Some(thread.clone()));
+    let after = state_of(&mut b, &thread);
+    assert_eq!(
+        after["pending"].as_i64(),
+        before["pending"].as_i64().map(|n| n + 1),
+        "{before} {after}"
+    );
+    // The pm answers the request by message.send too: in the thread.
+    let answer = res(&b.call(
+        &pm,
+        "message.send",
+        json!({"to": "helper", "body": "One more thing", "in_reply_to": req["message"]}),
+    ))
+    .clone();
+    assert_eq!(threaded(root.path(), &answer["id"]), Some(thread.clone()));
+    let got = res(&b.call(&h1, "message.receive", Value::Null)).clone();
+    let got = got["messages"].as_array().cloned().unwrap_or_default();
+    let classes: Vec<(&Value, &Value)> = got.iter().map(|m| (&m["id"], &m["class"])).collect();
+    assert_eq!(
+        classes,
+        [
+            (&v["message"], &json!("REVIEW-RESULT")),
+            (&answer["id"], &json!("INFO")),
+        ]
+    );
+
+    // The pm asks the thread instance for a review: nothing to reply to,
+    // so no thread to file it in.
+    res(&push(&mut b, &pm));
+    let before = row_counts(root.path());
+    assert_eq!(
+        err(&b.call(
+            &pm,
+            "review.request",
+            json!({"task_ref": TASK, "commit": C1, "to": "helper"})
+        )),
+        "thread-required-reply-to-thread-message"
+    );
+    assert_eq!(row_counts(root.path()), before);
     let _ = b.op(json!({"op": "close"}));
 }
 

@@ -21,7 +21,7 @@ use crate::policy::routing::{self, Class};
 use crate::store::decisions::{self, insert_decision_event};
 use crate::store::evidence::{self, Actor};
 use crate::store::landings;
-use crate::store::messages::{self as msgs, NewMessage};
+use crate::store::messages::NewMessage;
 use crate::store::reviews;
 use crate::store::threads;
 use crate::store::Tx;
@@ -275,11 +275,18 @@ fn refuse_on(core: &mut Core, t: &Ticket, op: &str, code: Code) -> Code {
 }
 
 /// The bus's RESULT to the landing role, filed in the ticket's thread when
-/// it has one. Returns the message id.
-fn result_message(t: &mut Tx<'_>, ticket: &Ticket, body: &str) -> Result<String, Code> {
+/// it has one (through the one path of every message to a thread
+/// instance, `verbs::messages::post`). Returns the message id.
+fn result_message(
+    t: &mut Tx<'_>,
+    biz: &Business,
+    ticket: &Ticket,
+    body: &str,
+) -> Result<String, Code> {
     let id = ids::uuid();
-    msgs::insert_message(
+    crate::verbs::messages::post(
         t,
+        biz,
         &NewMessage {
             id: &id,
             business: &ticket.business,
@@ -291,10 +298,8 @@ fn result_message(t: &mut Tx<'_>, ticket: &Ticket, body: &str) -> Result<String,
             decision: Some(&ticket.decision),
             ..Default::default()
         },
+        ticket.thread.as_deref(),
     )?;
-    if let Some(th) = &ticket.thread {
-        threads::file_message(t, &id, th)?;
-    }
     Ok(id)
 }
 
@@ -369,7 +374,7 @@ fn record_land(
             )?;
             let body =
                 rules::landed_body(&tk.task_ref, &tk.project, &commit, &previous, &tk.decision);
-            let message = result_message(t, tk, &body)?;
+            let message = result_message(t, biz, tk, &body)?;
             Ok(json!({"event": w.id, "message": message, "at": w.at}))
         })
     })();
@@ -414,6 +419,8 @@ fn land_refused(
         if !args.is_empty() {
             return Err(Code::InvalidRequest);
         }
+        let config = core.config.clone();
+        let biz = config.business(&tk.business)?;
         let tk = &tk;
         core.store.write(|t| {
             let mut body = json!({"action": ACTION, "op": "landRefused", "code": code});
@@ -430,7 +437,7 @@ fn land_refused(
             )?;
             let message = if notify {
                 let text = rules::refused_body(&tk.task_ref, &tk.project, &code, detail.as_deref());
-                Some(result_message(t, tk, &text)?)
+                Some(result_message(t, biz, tk, &text)?)
             } else {
                 None
             };

@@ -294,39 +294,6 @@ pub fn insert_decision_event(
     })
 }
 
-/// A decision close's DECISION message to the raising role (no
-/// `in_reply_to`, no `corrects`). Routed at receive like any other message.
-#[allow(clippy::too_many_arguments)]
-pub fn insert_close_message(
-    t: &mut Tx<'_>,
-    business: &str,
-    from_role: &str,
-    from_run: &str,
-    to_role: &str,
-    body: &str,
-    decision: &str,
-    request: Option<&str>,
-) -> Result<Written, Code> {
-    t.tokens.check_all(&[
-        Some(from_role),
-        Some(from_run),
-        Some(to_role),
-        Some(body),
-        Some(decision),
-        request,
-    ])?;
-    let id = ids::uuid();
-    let at = t.now();
-    t.tx.execute(
-        "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body,
-           in_reply_to, corrects, decision, request, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'DECISION', ?6, NULL, NULL, ?7, ?8, ?9)",
-        params![id, business, from_role, from_run, to_role, body, decision, request, at],
-    )
-    .map_err(sql)?;
-    Ok(Written { id, at })
-}
-
 /// The body of a close message, exactly as "Decision close messages" gives it.
 pub fn close_body(
     d: &DecisionRow,

@@ -386,32 +386,29 @@ pub fn spec_notice_project(body: &str) -> Option<&str> {
     (crate::config::is_id(key) && after.starts_with(" commit ")).then_some(key)
 }
 
-/// Stores one notice from the bus itself (`_bus`, run `bus`): class RESULT,
-/// no reply, in no thread, to role instance `to`. It waits like any message
-/// to a role no run holds and is delivered at the next claim's receive.
-/// Returns the message id and `at`. The spec review notice (3i row 143) is
-/// one: its body begins with [`spec_notice_lead`].
-pub fn send_bus_notice(
-    t: &mut Tx<'_>,
-    business: &str,
-    to: &str,
-    body: &str,
-) -> Result<super::evidence::Written, Code> {
-    let id = crate::ids::uuid();
-    let at = insert_message(
-        t,
-        &NewMessage {
-            id: &id,
-            business,
-            from_role: crate::policy::routing::BUS_SENDER,
-            from_run: crate::policy::routing::BUS_RUN,
-            to_role: to,
-            class: "RESULT",
-            body,
-            ..Default::default()
-        },
-    )?;
-    Ok(super::evidence::Written { id, at })
+/// A notice from the bus itself (`_bus`, run `bus`) to role instance `to`:
+/// class RESULT, replying to nothing. It waits like any message to a role
+/// no run holds and is delivered at the next claim's receive. The spec
+/// review notice (3i row 143) is one: its body begins with
+/// [`spec_notice_lead`], and it is stored through the one path of every
+/// message (`verbs::messages::post`), which files it in no thread (it goes
+/// to a pm or a cto, never to the thread instance).
+pub fn bus_notice<'a>(
+    id: &'a str,
+    business: &'a str,
+    to: &'a str,
+    body: &'a str,
+) -> NewMessage<'a> {
+    NewMessage {
+        id,
+        business,
+        from_role: crate::policy::routing::BUS_SENDER,
+        from_run: crate::policy::routing::BUS_RUN,
+        to_role: to,
+        class: "RESULT",
+        body,
+        ..Default::default()
+    }
 }
 
 /// A spec review notice as the BLOCK and relay rules need it.

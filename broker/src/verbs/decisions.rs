@@ -15,6 +15,7 @@ use crate::policy::actions;
 use crate::policy::routing::{self, Class, Domain, HUMAN};
 use crate::store::decisions::{self as store, DecisionRow, NewDecision};
 use crate::store::evidence::{self, Actor};
+use crate::store::messages::NewMessage;
 use crate::store::threads;
 use crate::store::Tx;
 use serde_json::{json, Value};
@@ -555,21 +556,28 @@ fn close(
             resolved.as_ref().map(|(c, txt)| (*c, txt.as_str())),
             note,
         );
-        let m = store::insert_close_message(
+        // A thread run's decision is answered in the thread it was raised
+        // in; any other close is filed as every message is.
+        let raised_in = threads::of_run(&t.tx, &business.id, &d.raised_by_run)?;
+        let id = ids::uuid();
+        super::messages::post(
             t,
-            &business.id,
-            from_role,
-            from_run,
-            &d.raised_by_role,
-            &body,
-            &d.id,
-            input.as_deref(),
+            business,
+            &NewMessage {
+                id: &id,
+                business: &business.id,
+                from_role,
+                from_run,
+                to_role: &d.raised_by_role,
+                class: "DECISION",
+                body: &body,
+                decision: Some(&d.id),
+                request: input.as_deref(),
+                ..Default::default()
+            },
+            raised_in.as_deref(),
         )?;
-        // A thread run's decision is answered in its thread.
-        if let Some(th) = threads::of_run(&t.tx, &business.id, &d.raised_by_run)? {
-            threads::file_message(t, &m.id, &th)?;
-        }
-        Some(m.id)
+        Some(id)
     } else {
         None
     };

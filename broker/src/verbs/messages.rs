@@ -146,14 +146,10 @@ impl Send {
             }
             let reply_from = self.check_references(t, &biz.id)?;
             let sender = self.insert(t, biz, caller, &id, reply_from.as_deref())?;
-            let thread = self.thread(t, biz, caller)?;
-            if let Some(th) = &thread {
-                threads::file_message(t, &id, th)?;
-            }
             let mut result = json!({"id": id, "request": sender.request});
             // A message to the thread instance inside its thread waits for
             // the thread launcher, which reads `threadsState`: no notice.
-            let in_thread = thread.is_some() && is_thread_instance(biz, &self.to);
+            let in_thread = sender.thread.is_some() && is_thread_instance(biz, &self.to);
             if is_role && !in_thread {
                 if let Some(waiting) = tell_waiting(t, biz, &self.to, sender.role, &id)? {
                     result["waiting"] = waiting;
@@ -164,12 +160,14 @@ impl Send {
     }
 }
 
-/// Who sent a message, as its evidence names it.
+/// Who sent a message, as its evidence names it, and where it was filed.
 struct Sent<'a> {
     /// The `human.input` event behind a human's message.
     request: Option<String>,
     /// The sender the launch notice names (none for the tester).
     role: Option<&'a str>,
+    /// The thread the message joined ([`post`]).
+    thread: Option<String>,
 }
 
 impl Send {
@@ -281,66 +279,6 @@ impl Send {
         }
     }
 
-    /// The thread the message joins (3i row 121), checked after the
-    /// sender's own checks: a thread run's message is in the thread it
-    /// holds; any other message to the thread instance replies to a chain
-    /// that reaches one of that instance's threads, and joins the nearest.
-    fn thread(&self, t: &Tx<'_>, biz: &Business, caller: &Caller) -> Result<Option<String>, Code> {
-        if let Caller::Role { role, run, .. } = caller {
-            if is_thread_instance(biz, role) {
-                let held = threads::held_by(&t.tx, &biz.id, run)?.ok_or(Code::NotHolder)?;
-                // Its thread is this instance's: another thread instance's
-                // runs would never receive it (decisions.md).
-                if self.to != *role && is_thread_instance(biz, &self.to) {
-                    return Err(Code::ThreadInstanceMismatch);
-                }
-                return Ok(Some(held));
-            }
-        }
-        if !is_thread_instance(biz, &self.to) {
-            return Ok(None);
-        }
-        let start = self
-            .in_reply_to
-            .as_deref()
-            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
-        let Some(th) = threads::reply_chain_thread(&t.tx, &biz.id, start)? else {
-            return self.relay_thread(t, biz, caller, start).map(Some);
-        };
-        if th.instance != self.to {
-            return Err(Code::ThreadInstanceMismatch);
-        }
-        Ok(Some(th.id))
-    }
-
-    /// The chief of staff's relay to the thread instance of an answer to a
-    /// spec review notice (3i row 143): a reply chain with no thread
-    /// message on it that reaches the notice is filed in the user's most
-    /// recently opened thread of the notice's project whose instance is the
-    /// recipient. From anyone else, with no notice on the chain, or with no
-    /// such thread: `thread-required-reply-to-thread-message`.
-    fn relay_thread(
-        &self,
-        t: &Tx<'_>,
-        biz: &Business,
-        caller: &Caller,
-        start: &str,
-    ) -> Result<String, Code> {
-        let from_chief = match caller {
-            Caller::Role { role, .. } => {
-                routing::definition_of(biz, role) == Some(routing::CHIEF_OF_STAFF)
-            }
-            _ => false,
-        };
-        if !from_chief {
-            return Err(Code::ThreadRequiredReplyToThreadMessage);
-        }
-        let notice = msgs::reply_chain_notice(&t.tx, &biz.id, start)?
-            .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
-        threads::latest_opened(&t.tx, &biz.id, &biz.human, &self.to, &notice.project)?
-            .ok_or(Code::ThreadRequiredReplyToThreadMessage)
-    }
-
     /// The message's references stay inside the business; returns the
     /// sender of the message it replies to.
     fn check_references(&self, t: &Tx<'_>, b: &str) -> Result<Option<String>, Code> {
@@ -388,10 +326,11 @@ impl Send {
             Caller::Tester { .. } => {
                 m.from_role = TESTER;
                 m.from_run = TESTER_RUN;
-                msgs::insert_message(t, &m)?;
+                let thread = post(t, biz, &m, None)?;
                 Ok(Sent {
                     request: None,
                     role: None,
+                    thread,
                 })
             }
             Caller::Human { .. } => {
@@ -406,10 +345,11 @@ impl Send {
                 m.from_role = HUMAN;
                 m.from_run = HUMAN_RUN;
                 m.request = Some(&input.id);
-                msgs::insert_message(t, &m)?;
+                let thread = post(t, biz, &m, None)?;
                 Ok(Sent {
                     request: Some(input.id.clone()),
                     role: Some(HUMAN),
+                    thread,
                 })
             }
             Caller::Role { role, run, .. } => {
@@ -430,10 +370,11 @@ impl Send {
                 )?;
                 m.from_role = role;
                 m.from_run = run;
-                msgs::insert_message(t, &m)?;
+                let thread = post(t, biz, &m, None)?;
                 Ok(Sent {
                     request: None,
                     role: Some(role.as_str()),
+                    thread,
                 })
             }
         }
@@ -479,6 +420,99 @@ impl Send {
     }
 }
 
+/// The refusals of [`thread_for`]: no thread a message to or from a thread
+/// instance could join.
+const THREAD_REFUSALS: &[Code] = &[
+    Code::NotHolder,
+    Code::ThreadInstanceMismatch,
+    Code::ThreadRequiredReplyToThreadMessage,
+];
+
+/// The one path every message to or from a thread instance takes into the
+/// store (3i row 121, REQ-MSG-1): the verbs' messages, reviews, decision
+/// closes, launch and spec review notices and landing results. It finds
+/// the message's thread ([`thread_for`], or `known`: the thread a writer
+/// already has the conversation in, `thread.send`'s, a thread run's
+/// decision's, a landing ticket's), refuses a message that would have
+/// none, and writes the message and its `message_threads` row together.
+/// Returns the thread it joined.
+pub(crate) fn post(
+    t: &mut Tx<'_>,
+    biz: &Business,
+    m: &NewMessage<'_>,
+    known: Option<&str>,
+) -> Result<Option<String>, Code> {
+    let thread = match known {
+        Some(th) => Some(th.to_string()),
+        None => thread_for(t, biz, m)?,
+    };
+    msgs::insert_message(t, m)?;
+    if let Some(th) = &thread {
+        threads::file_message(t, m.id, th)?;
+    }
+    Ok(thread)
+}
+
+/// The thread message `m` joins, by the rules of 3i row 121:
+///
+/// - a thread run's own message is in the thread it holds (`not-holder`
+///   when it holds none); to another thread instance it could never be
+///   received (`thread-instance-mismatch`);
+/// - any other message to the thread instance replies to a chain that
+///   reaches one of that instance's threads, and joins the nearest
+///   (`thread-required-reply-to-thread-message` without one,
+///   `thread-instance-mismatch` when the chain is another instance's),
+///   but for the chief of staff's relay of an answer to a spec review
+///   notice ([`relay_thread`]);
+/// - any other message is in no thread.
+pub(crate) fn thread_for(
+    t: &Tx<'_>,
+    biz: &Business,
+    m: &NewMessage<'_>,
+) -> Result<Option<String>, Code> {
+    if is_thread_instance(biz, m.from_role) {
+        let held = threads::held_by(&t.tx, &biz.id, m.from_run)?.ok_or(Code::NotHolder)?;
+        // Its thread is this instance's: another thread instance's runs
+        // would never receive it (decisions.md).
+        if m.to_role != m.from_role && is_thread_instance(biz, m.to_role) {
+            return Err(Code::ThreadInstanceMismatch);
+        }
+        return Ok(Some(held));
+    }
+    if !is_thread_instance(biz, m.to_role) {
+        return Ok(None);
+    }
+    let start = m
+        .in_reply_to
+        .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+    match threads::reply_chain_thread(&t.tx, &biz.id, start)? {
+        Some(th) if th.instance == m.to_role => Ok(Some(th.id)),
+        Some(_) => Err(Code::ThreadInstanceMismatch),
+        None => relay_thread(t, biz, m, start).map(Some),
+    }
+}
+
+/// The chief of staff's relay to the thread instance of an answer to a
+/// spec review notice (3i row 143): a reply chain with no thread message on
+/// it that reaches the notice is filed in the user's most recently opened
+/// thread of the notice's project whose instance is the recipient. From
+/// anyone else, with no notice on the chain, or with no such thread:
+/// `thread-required-reply-to-thread-message`.
+fn relay_thread(
+    t: &Tx<'_>,
+    biz: &Business,
+    m: &NewMessage<'_>,
+    start: &str,
+) -> Result<String, Code> {
+    if routing::definition_of(biz, m.from_role) != Some(routing::CHIEF_OF_STAFF) {
+        return Err(Code::ThreadRequiredReplyToThreadMessage);
+    }
+    let notice = msgs::reply_chain_notice(&t.tx, &biz.id, start)?
+        .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
+    threads::latest_opened(&t.tx, &biz.id, &biz.human, m.to_role, &notice.project)?
+        .ok_or(Code::ThreadRequiredReplyToThreadMessage)
+}
+
 /// A message to a role no run holds: say so (the reply's `waiting`), and
 /// tell the launcher (3i launch notices), in the send's transaction.
 fn tell_waiting(
@@ -497,28 +531,34 @@ fn tell_waiting(
         None => false,
     };
     let w = routing::waiting(biz, to, sender, launcher_running);
+    let mut told = w.told;
     if let (true, Some(launcher), Some(from)) = (w.told, &w.launcher, sender) {
         let body = routing::launch_notice_body(id, from, to, w.launchable.unwrap_or(false));
         let notice_id = ids::uuid();
-        msgs::insert_message(
-            t,
-            &NewMessage {
-                id: &notice_id,
-                business: b,
-                from_role: routing::BUS_SENDER,
-                from_run: routing::BUS_RUN,
-                to_role: launcher,
-                class: "RESULT",
-                body: &body,
-                in_reply_to: Some(id),
-                ..Default::default()
-            },
-        )?;
+        let notice = NewMessage {
+            id: &notice_id,
+            business: b,
+            from_role: routing::BUS_SENDER,
+            from_run: routing::BUS_RUN,
+            to_role: launcher,
+            class: "RESULT",
+            body: &body,
+            in_reply_to: Some(id),
+            ..Default::default()
+        };
+        // A launcher that is a thread instance hears of it only in a
+        // thread the waiting message's chain reaches; with none the notice
+        // is refused, and the send stands untold.
+        match post(t, biz, &notice, None) {
+            Ok(_) => {}
+            Err(code) if THREAD_REFUSALS.contains(&code) => told = false,
+            Err(code) => return Err(code),
+        }
     }
     Ok(Some(json!({
         "role": to,
         "launcher": w.launcher,
-        "told": w.told,
+        "told": told,
         "launcherRunning": w.launcher_running,
         "launchable": w.launchable,
     })))

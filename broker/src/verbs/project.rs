@@ -409,7 +409,8 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
                 if !definition.is_some_and(|d| SPEC_REVIEWERS.contains(&d)) {
                     continue;
                 }
-                msgs::send_bus_notice(t, &b.id, instance, &body)?;
+                let id = crate::ids::uuid();
+                messages::post(t, b, &msgs::bus_notice(&id, &b.id, instance, &body), None)?;
             }
             Ok(())
         }),

@@ -12,7 +12,7 @@ use crate::error::Code;
 use crate::ids;
 use crate::ids::is_task_ref;
 use crate::store::evidence::{self, Actor};
-use crate::store::messages::{self as msgs, NewMessage};
+use crate::store::messages::NewMessage;
 use crate::store::reviews;
 use serde_json::{json, Value};
 
@@ -132,8 +132,10 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
             body.push_str("\nNote: ");
             body.push_str(n);
         }
-        msgs::insert_message(
+        // Filed in the thread of a thread run asking (3i row 121).
+        super::messages::post(
             t,
+            biz,
             &NewMessage {
                 id: &message,
                 business: b,
@@ -145,6 +147,7 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
                 decision: decision.as_deref(),
                 ..Default::default()
             },
+            None,
         )?;
         Ok(json!({
             "request": event.id,
@@ -240,8 +243,10 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
             event.id, req.id
         );
         let reply_to = req.message();
-        msgs::insert_message(
+        // In reply to the request: a thread run's request's thread.
+        super::messages::post(
             t,
+            biz,
             &NewMessage {
                 id: &message,
                 business: b,
@@ -254,6 +259,7 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
                 decision: decision.as_deref(),
                 ..Default::default()
             },
+            None,
         )?;
         Ok(json!({"verdict": event.id, "message": message, "commit": commit}))
     })

@@ -17,7 +17,7 @@ use crate::error::Code;
 use crate::ids;
 use crate::policy::{routing, threads as rules};
 use crate::store::evidence;
-use crate::store::messages::{self as msgs, NewMessage};
+use crate::store::messages::NewMessage;
 use crate::store::threads::{self as store, Thread};
 use serde_json::{json, Value};
 
@@ -236,8 +236,9 @@ impl Verb for ThreadSend {
                 None,
                 &json!({"verb": "thread.send", "thread": th.id, "to": th.instance, "message": id}),
             )?;
-            msgs::insert_message(
+            super::messages::post(
                 t,
+                biz,
                 &NewMessage {
                     id: &id,
                     business: &biz.id,
@@ -249,8 +250,8 @@ impl Verb for ThreadSend {
                     request: Some(&input.id),
                     ..Default::default()
                 },
+                Some(&th.id),
             )?;
-            store::file_message(t, &id, &th.id)?;
             Ok(json!({"id": id, "request": input.id}))
         })
     }
