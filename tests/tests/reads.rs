@@ -538,3 +538,52 @@ fn event_emit_writes_routine_observations_only() {
     assert_eq!(row_counts(e.root.path()), before);
     e.b.close();
 }
+
+/// The two bounded views hold their bound (3i L198, L210): `replies` gives
+/// at most 50 replies, the oldest first, and `decisions {list:'recent'}`
+/// the last 50 closed decisions, the newest close first.
+#[test]
+fn replies_and_the_recent_decisions_stop_at_fifty() {
+    let e = env_with(None);
+    e.ok(&e.pm, "role.claim", Value::Null);
+    e.ok(&e.cto, "role.claim", Value::Null);
+    let asked = e.ok(
+        &e.pm,
+        "message.send",
+        json!({"to": "human", "body": "question"}),
+    )["id"]
+        .clone();
+    let replies: Vec<Value> = (0..51)
+        .map(|i| {
+            e.ok(
+                &e.cto,
+                "message.send",
+                json!({"to": "human", "body": format!("answer {i}"), "in_reply_to": asked}),
+            )["id"]
+                .clone()
+        })
+        .collect();
+    let got = e.ok(&e.reader, "replies", json!({"id": asked}));
+    let got: Vec<&Value> = got.as_array().expect("list").iter().map(|r| &r["id"]).collect();
+    let want: Vec<&Value> = replies[..50].iter().collect();
+    assert_eq!(got, want, "the 50 oldest replies, oldest first");
+
+    // 51 decisions closed at their raise (within-role), one left open.
+    let raise = |choice: Option<&str>, action: &str| {
+        let mut a = json!({"action": action, "target": "cto", "question": "Send?",
+            "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
+            "recommendation": "yes", "blocking": false});
+        if let Some(c) = choice {
+            a["choice"] = json!(c);
+        }
+        e.ok(&e.pm, "decision.raise", a)["id"].clone()
+    };
+    let closed: Vec<Value> = (0..51).map(|_| raise(Some("yes"), "message.send")).collect();
+    let open = raise(None, "prd.approve");
+    let recent = e.ok(&e.reader, "decisions", json!({"list": "recent"}));
+    let recent: Vec<&Value> = recent.as_array().expect("list").iter().map(|r| &r["id"]).collect();
+    let want: Vec<&Value> = closed[1..].iter().rev().collect();
+    assert_eq!(recent, want, "the last 50 closes, the newest first");
+    assert!(!recent.contains(&&open));
+    e.b.close();
+}
