@@ -453,6 +453,77 @@ fn every_message_is_written_through_one_path() {
     assert_eq!(ours.len(), 2, "post's two calls: {ours:#?}");
 }
 
+/// The docs name only source files that exist (issue 30: docs/decisions.md
+/// named `host/pushes.rs` long after it moved to `ops/pushes.rs`). Every
+/// backticked `path.rs` in the README and `docs/` is a file of the
+/// workspace (its path, or the end of one), and a `path.rs::item` names an
+/// item that file mentions. The one entry about `error.rs`'s move names the
+/// old file on purpose.
+#[test]
+fn docs_name_only_source_files_that_exist() {
+    let root = root();
+    let mut sources: Vec<String> = Vec::new();
+    for member in ["broker", "proofd", "migrator", "shims", "tests"] {
+        for f in rust_files(&root.join(member)) {
+            if let Ok(rel) = f.strip_prefix(&root) {
+                sources.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let moved = ["broker/src/error.rs", "error.rs"];
+    let mut docs = vec![root.join("README.md")];
+    for e in fs::read_dir(root.join("docs")).expect("docs").flatten() {
+        if e.path().extension().is_some_and(|x| x == "md") {
+            docs.push(e.path());
+        }
+    }
+    let mut wrong = Vec::new();
+    for doc in &docs {
+        let text = fs::read_to_string(doc).expect("read doc");
+        for token in text.split('`').skip(1).step_by(2) {
+            let (path, item) = match token.split_once("::") {
+                Some((p, i)) => (p, Some(i.rsplit("::").next().unwrap_or(i))),
+                None => (token, None),
+            };
+            let shaped = path.len() > 3
+                && !path.starts_with('.')
+                && path.ends_with(".rs")
+                && path
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_./-".contains(&b));
+            if !shaped || moved.contains(&path) {
+                continue;
+            }
+            let found: Vec<&String> = sources
+                .iter()
+                .filter(|s| *s == path || s.ends_with(&format!("/{path}")))
+                .collect();
+            if found.is_empty() {
+                wrong.push(format!("{}: `{token}`: no such file", doc.display()));
+                continue;
+            }
+            if let Some(item) = item {
+                let named = found.iter().any(|f| {
+                    fs::read_to_string(root.join(f)).is_ok_and(|src| {
+                        src.match_indices(item).any(|(i, _)| {
+                            let before = src[..i].chars().next_back();
+                            let after = src[i + item.len()..].chars().next();
+                            let ident = |c: Option<char>| {
+                                c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                            };
+                            !ident(before) && !ident(after)
+                        })
+                    })
+                });
+                if !named {
+                    wrong.push(format!("{}: `{token}`: no such item", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn host_and_the_runtime_do_not_import_each_other() {
     let src = root().join("broker/src");

@@ -1,6 +1,6 @@
 //! Verbs: one module per family. [`VERBS`] is the one table of every verb
 //! the spec names: its name, which session classes may call it (and the
-//! code each other class gets), and its handler (none yet: `not-implemented`).
+//! code each other class gets), and its handler.
 //!
 //! A handler is [`run`] over a verb's typed arguments: `XxxArgs::parse`
 //! takes what the verb knows from the request and refuses leftovers, then
@@ -135,15 +135,14 @@ const NO_TESTER: Sessions = Sessions {
 pub struct VerbEntry {
     pub name: &'static str,
     pub sessions: Sessions,
-    /// `None`: a spec verb this build does not serve yet (`not-implemented`).
-    pub handler: Option<Handler>,
+    pub handler: Handler,
 }
 
 const fn served(name: &'static str, sessions: Sessions, handler: Handler) -> VerbEntry {
     VerbEntry {
         name,
         sessions,
-        handler: Some(handler),
+        handler,
     }
 }
 
@@ -215,9 +214,9 @@ pub fn lookup(verb: &str) -> Option<&'static VerbEntry> {
     VERBS.iter().find(|v| v.name == verb)
 }
 
-/// Every verb this build serves, in table order.
+/// Every verb this build serves (every verb of the table), in table order.
 pub fn served_verbs() -> impl Iterator<Item = &'static str> {
-    VERBS.iter().filter(|v| v.handler.is_some()).map(|v| v.name)
+    VERBS.iter().map(|v| v.name)
 }
 
 /// Runs one verb for `caller`. Every refusal is a static code, and every
@@ -323,7 +322,7 @@ pub fn finish_usage(
 }
 
 /// The checks before a verb's own: unknown verb, the tester's class, the
-/// known-token check on the args, `not-implemented`, every other class.
+/// known-token check on the args, every other class.
 fn check_entry(
     core: &Core,
     caller: &Caller,
@@ -338,9 +337,6 @@ fn check_entry(
         let tokens = core.known_tokens();
         a.iter()
             .try_for_each(|(k, v)| tokens.check_str(k).and_then(|()| tokens.check(v)))?;
-    }
-    if entry.handler.is_none() {
-        return Err(Code::NotImplemented);
     }
     if let Some(code) = entry.sessions.refusal(caller) {
         return Err(code);
@@ -360,9 +356,7 @@ fn run_verb(
 ) -> Result<Value, Code> {
     // The known-token check: the request's args here, the reply below.
     check_entry(core, caller, verb, args.as_ref())?;
-    let Some(handler) = lookup(verb).and_then(|e| e.handler) else {
-        return Err(Code::NotImplemented);
-    };
+    let handler = lookup(verb).ok_or(Code::UnknownVerb)?.handler;
     let reply = handler(core, caller, Args::new(args))?;
     core.known_tokens().check(&reply)?;
     Ok(reply)

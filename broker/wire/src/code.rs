@@ -105,8 +105,6 @@ codes! {
     RequestTimeout => "request-timeout",
     /// The verb does not exist.
     UnknownVerb => "unknown-verb",
-    /// The verb exists in the spec but this build does not serve it yet.
-    NotImplemented => "not-implemented",
     /// The capability is unknown (never issued, or dropped when its run ended).
     UnknownCapability => "unknown-capability",
     /// The role or instance is not part of the business.
