@@ -338,9 +338,7 @@ fn pinned_schema_counts() {
                  WHERE type = ?1 AND name NOT LIKE 'sqlite_%' ORDER BY tbl_name, name",
             )
             .unwrap();
-        let rows = st
-            .query_map([ty], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap();
+        let rows = st.query_map([ty], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
         rows.map(|r| r.unwrap()).collect()
     };
     let tables: Vec<String> = names("table").into_iter().map(|(t, _)| t).collect();

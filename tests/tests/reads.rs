@@ -564,7 +564,12 @@ fn replies_and_the_recent_decisions_stop_at_fifty() {
         })
         .collect();
     let got = e.ok(&e.reader, "replies", json!({"id": asked}));
-    let got: Vec<&Value> = got.as_array().expect("list").iter().map(|r| &r["id"]).collect();
+    let got: Vec<&Value> = got
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
     let want: Vec<&Value> = replies[..50].iter().collect();
     assert_eq!(got, want, "the 50 oldest replies, oldest first");
 
@@ -578,10 +583,17 @@ fn replies_and_the_recent_decisions_stop_at_fifty() {
         }
         e.ok(&e.pm, "decision.raise", a)["id"].clone()
     };
-    let closed: Vec<Value> = (0..51).map(|_| raise(Some("yes"), "message.send")).collect();
+    let closed: Vec<Value> = (0..51)
+        .map(|_| raise(Some("yes"), "message.send"))
+        .collect();
     let open = raise(None, "prd.approve");
     let recent = e.ok(&e.reader, "decisions", json!({"list": "recent"}));
-    let recent: Vec<&Value> = recent.as_array().expect("list").iter().map(|r| &r["id"]).collect();
+    let recent: Vec<&Value> = recent
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
     let want: Vec<&Value> = closed[1..].iter().rev().collect();
     assert_eq!(recent, want, "the last 50 closes, the newest first");
     assert!(!recent.contains(&&open));

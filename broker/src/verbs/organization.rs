@@ -301,8 +301,8 @@ impl Verb for InstancesRead {
             .collect();
         let loaded: Map<String, Value> = b
             .roles
-            .iter()
-            .map(|(k, _)| {
+            .keys()
+            .map(|k| {
                 let launch = b.launch.as_ref().is_some_and(|l| l.instances.contains(k));
                 (
                     k.clone(),
