@@ -167,10 +167,10 @@ impl Job {
 /// The writer-side part of an organization write (see [`Job`]).
 pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Job, Code> {
     match verb {
-        "organization.set" => SetArgs::parse(args)?.prepare(core, caller, "organization.set"),
-        "limits.set" => SetArgs::parse(args)?.prepare(core, caller, "limits.set"),
-        "instances.set" => InstancesSet::parse(args)?.prepare(core, caller),
-        "routes.set" => RoutesSet::parse(args)?.prepare(core, caller),
+        "organization.set" => SetArgs::parse(args)?.write_job(core, caller, "organization.set"),
+        "limits.set" => SetArgs::parse(args)?.write_job(core, caller, "limits.set"),
+        "instances.set" => InstancesSet::parse(args)?.write_job(core, caller),
+        "routes.set" => RoutesSet::parse(args)?.write_job(core, caller),
         _ => Err(Code::UnknownVerb),
     }
 }
@@ -272,7 +272,7 @@ impl SetArgs {
         })
     }
 
-    fn prepare(self, core: &mut Core, caller: &Caller, verb: &'static str) -> Result<Job, Code> {
+    fn write_job(self, core: &mut Core, caller: &Caller, verb: &'static str) -> Result<Job, Code> {
         let SetArgs {
             revision,
             limits,
@@ -315,7 +315,7 @@ impl Verb for OrganizationSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.prepare(core, caller, "organization.set")?.run()
+        self.0.write_job(core, caller, "organization.set")?.run()
     }
 }
 
@@ -328,7 +328,7 @@ impl Verb for LimitsSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.prepare(core, caller, "limits.set")?.run()
+        self.0.write_job(core, caller, "limits.set")?.run()
     }
 }
 
@@ -432,12 +432,12 @@ impl Verb for InstancesSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.prepare(core, caller)?.run()
+        self.write_job(core, caller)?.run()
     }
 }
 
 impl InstancesSet {
-    fn prepare(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
+    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
         let InstancesSet {
             revision,
             instance,
@@ -532,12 +532,12 @@ impl Verb for RoutesSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.prepare(core, caller)?.run()
+        self.write_job(core, caller)?.run()
     }
 }
 
 impl RoutesSet {
-    fn prepare(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
+    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
         let RoutesSet { revision, routes } = self;
         prepare_change(
             core,
