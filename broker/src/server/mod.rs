@@ -221,10 +221,13 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     }
 }
 
-/// A staged verb (`verbs::is_staged`: a Git side, or a transcript to read):
-/// the writer prepares it (caller, checks, what to read), a blocking worker
-/// does the slow part outside every store transaction, and the writer
-/// finishes it with the outcome (a usage verb's record is written then).
+/// A staged verb (`verbs::is_staged`: a Git side, a transcript to read, or
+/// an organization file to replace): the writer prepares it (caller,
+/// checks, what to read; an organization write's receipt), a blocking
+/// worker does the slow part outside every store transaction, and the
+/// writer finishes it with the outcome (a usage verb's record is written
+/// then; an organization write goes back to the writer only to file a
+/// failed file step's refusal).
 /// The writer never waits on Git or a file, so other requests go on meanwhile.
 /// The job's budget (`crate::budget`) counts from here, so the proof check
 /// and the writer's queue before the job come out of it too: the reply
