@@ -7,7 +7,9 @@
 //! `authorize`, `authorizeLaunch`, `role.revoke`, the review verbs and the
 //! git socket's push checks use [`authorize_in_tx`]; cross-role
 //! `message.send` uses [`consume_in_tx`] (it writes its own
-//! `action.allowed`, naming the message).
+//! `action.allowed`, naming the message); `record.write`, whose approval is
+//! bound to its project as well as its path, uses [`check_in_project`]
+//! before its Git side and [`authorize_in_project_tx`] with its receipt.
 
 use crate::config::Business;
 use crate::error::Code;
@@ -26,6 +28,7 @@ pub fn facts(d: &DecisionRow) -> Result<DecisionFacts<'_>, Code> {
         raised_by_role: &d.raised_by_role,
         action: &d.action,
         target: d.target.as_deref(),
+        project: d.project.as_deref(),
         class: Class::parse(&d.class).ok_or(Code::StorageUnavailable)?,
         approval_choice: &d.approval_choice,
         resolved_choice: match d.closed_kind.as_deref() {
@@ -75,7 +78,23 @@ pub fn consume_in_tx(
     target: Option<&str>,
     decision: Option<&str>,
 ) -> Result<Class, Code> {
-    let class = check(&t.tx, business, role, run, action, target, decision)?;
+    let asked = Asked {
+        role,
+        action,
+        target,
+        project: None,
+    };
+    consume_asked(t, business, run, asked, decision)
+}
+
+fn consume_asked(
+    t: &mut Tx<'_>,
+    business: &Business,
+    run: &str,
+    asked: Asked<'_>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    let class = check_asked(&t.tx, business, run, asked, decision)?;
     if let Some(id) = decision {
         // Checked unused above in this transaction; the unique
         // 'consumed' index and its trigger back it up (a refusal there
@@ -85,19 +104,60 @@ pub fn consume_in_tx(
     Ok(class)
 }
 
-/// The checks of [`consume_in_tx`] without its write: what a staged verb
-/// (`record.write`) asks before its Git side runs. The writer consumes the
-/// decision only with the receipt, after the commit, so a write refused on
-/// the way (`project-busy`) leaves the approval unspent.
-pub fn check(
+/// Where a project-bound action (`policy::authority::PROJECT_BOUND`,
+/// `record.write`) is asked: the path in the project.
+#[derive(Debug, Clone, Copy)]
+pub struct InProject<'a> {
+    pub project: &'a str,
+    pub path: &'a str,
+}
+
+/// What the checks are asked, before the class is known.
+#[derive(Debug, Clone, Copy)]
+struct Asked<'a> {
+    role: &'a str,
+    action: &'a str,
+    target: Option<&'a str>,
+    project: Option<&'a str>,
+}
+
+/// The checks of [`authorize_in_project_tx`] without its write: what a
+/// staged verb (`record.write`) asks before its Git side runs, so an
+/// approval for another project or path refuses before anything is read or
+/// written. The writer consumes the decision only with the receipt, after
+/// the commit, so a write refused on the way (`project-busy`) leaves the
+/// approval unspent.
+pub fn check_in_project(
     conn: &rusqlite::Connection,
     business: &Business,
     role: &str,
     run: &str,
     action: &str,
-    target: Option<&str>,
+    at: InProject<'_>,
     decision: Option<&str>,
 ) -> Result<Class, Code> {
+    let asked = Asked {
+        role,
+        action,
+        target: Some(at.path),
+        project: Some(at.project),
+    };
+    check_asked(conn, business, run, asked, decision)
+}
+
+fn check_asked(
+    conn: &rusqlite::Connection,
+    business: &Business,
+    run: &str,
+    asked: Asked<'_>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    let Asked {
+        role,
+        action,
+        target,
+        project,
+    } = asked;
     if !evidence::holds(conn, &business.id, role, run)? {
         return Err(Code::NotHolder);
     }
@@ -115,6 +175,7 @@ pub fn check(
         role,
         action,
         target,
+        project,
         class,
     };
     match decision {
@@ -146,7 +207,45 @@ pub fn authorize_in_tx(
     target: Option<&str>,
     decision: Option<&str>,
 ) -> Result<AuthOutcome, Code> {
-    let class = consume_in_tx(t, business, role, run, action, target, decision)?;
+    let asked = Asked {
+        role,
+        action,
+        target,
+        project: None,
+    };
+    authorize_asked(t, business, run, asked, decision)
+}
+
+/// [`authorize_in_tx`] for a project-bound action (`record.write`): the
+/// target is the path, and a decision must have been raised for that path
+/// in that project (`decision-mismatch` otherwise).
+pub fn authorize_in_project_tx(
+    t: &mut Tx<'_>,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    at: InProject<'_>,
+    decision: Option<&str>,
+) -> Result<AuthOutcome, Code> {
+    let asked = Asked {
+        role,
+        action,
+        target: Some(at.path),
+        project: Some(at.project),
+    };
+    authorize_asked(t, business, run, asked, decision)
+}
+
+fn authorize_asked(
+    t: &mut Tx<'_>,
+    business: &Business,
+    run: &str,
+    asked: Asked<'_>,
+    decision: Option<&str>,
+) -> Result<AuthOutcome, Code> {
+    let (role, action, target) = (asked.role, asked.action, asked.target);
+    let class = consume_asked(t, business, run, asked, decision)?;
     let mut body = json!({"action": action, "class": class.as_str()});
     if let Some(tg) = target {
         body["target"] = json!(tg);

@@ -9,6 +9,7 @@ use mosaic_bus::error::Code;
 use mosaic_bus::host::channel::{self, End, Shared};
 use mosaic_bus::host::control;
 use mosaic_bus::proof::VerifierFactory;
+use mosaic_wire::cli;
 use serde_json::json;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -37,9 +38,10 @@ Usage:
                     and serve until Ctrl-C
   --log-level LEVEL error, warn, info (default), debug or trace
 
-Exit status: 0 after close, SIGTERM or SIGINT; 2 on a refused start, a
-host-protocol failure or a lost host channel (one line {\"error\":CODE} on stderr),
-or on a second signal while closing (the lock stays: see docs/operations.md).
+Exit status: 0 after close, SIGTERM or SIGINT, and for --help and --version;
+2 on a refused start, a host-protocol failure or a lost host channel (one line
+{\"error\":CODE} on stderr), on an unknown option (one line naming it), or on a
+second signal while closing (the lock stays: see docs/operations.md).
 ";
 
 /// The control socket, removed on every orderly exit (close op or signal).
@@ -64,23 +66,38 @@ struct Args {
     proofd_from_systemd: bool,
 }
 
+/// The options this command line takes (a known one out of place, such
+/// as a second mode, is a usage error, not an unknown option).
+fn known_option(a: &std::ffi::OsStr) -> bool {
+    let known = [
+        "--host-fd",
+        "--control",
+        "--demo",
+        "--log-level",
+        "--proofd-from-systemd",
+    ];
+    known.iter().any(|k| a == *k)
+}
+
 fn parse_args() -> Result<Args, Option<ExitCode>> {
     // Not `env::args`: an argument that is not UTF-8 is a usage error (or,
     // for a path, a path), never a panic.
-    let mut args = std::env::args_os().skip(1);
+    let all: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // `--help` and `--version` anywhere win (mosaic_wire::cli).
+    if let Some(ask) = cli::asked(&all) {
+        return Err(Some(cli::answer(
+            ask,
+            "mosaic-bus",
+            env!("CARGO_PKG_VERSION"),
+            HELP,
+        )));
+    }
+    let mut args = all.into_iter();
     let mut mode = None;
     let mut level = "info".to_string();
     let mut proofd_from_systemd = false;
     while let Some(a) = args.next() {
         match a.to_str().unwrap_or_default() {
-            "--help" | "-h" => {
-                print!("{HELP}");
-                return Err(Some(ExitCode::SUCCESS));
-            }
-            "--version" | "-V" => {
-                println!("mosaic-bus {}", env!("CARGO_PKG_VERSION"));
-                return Err(Some(ExitCode::SUCCESS));
-            }
             // Exactly one mode: a second one (or the same one twice) is a
             // usage error, not "the last one wins".
             "--host-fd" if mode.is_none() => {
@@ -107,6 +124,10 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
                     std::env::current_dir().unwrap_or_default().join(p)
                 };
                 mode = Some(Mode::Demo(p));
+            }
+            // An option this binary does not know: one line naming it.
+            _ if cli::is_option(&a) && !known_option(&a) => {
+                return Err(Some(cli::unknown_option("mosaic-bus", &a)))
             }
             _ => return Err(None),
         }

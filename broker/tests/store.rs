@@ -1157,3 +1157,32 @@ fn threads_hold_their_rules_in_the_database() {
     drop(c);
     assert_eq!(open_code(&db), None, "the store still opens");
 }
+
+/// The debug builds' COMMIT failure (`Store::fail_next_commit`), which
+/// tests of what a failed COMMIT leaves behind use: the next COMMIT, of a
+/// batch or of a write outside one, fails as SQLite reports it, nothing of
+/// it stays, and the one after it commits again.
+#[cfg(debug_assertions)]
+#[test]
+fn a_commit_made_to_fail_fails_once_and_keeps_nothing() {
+    let (_d, db) = fresh();
+    let mut s = Store::open(&db).unwrap();
+    let note = |s: &mut Store, id: &str| {
+        s.write(|t| {
+            let at = t.now();
+            t.tx.execute(
+                "INSERT INTO events(id, business, kind, body, at) VALUES (?1, 'acme', 'x.y', '{}', ?2)",
+                params![id, at],
+            )
+            .map_err(|_| Code::StorageUnavailable)?;
+            Ok(())
+        })
+    };
+    let events = |db: &Path| count(&raw(db), "events");
+    s.fail_next_commit();
+    assert_eq!(note(&mut s, "e2"), Err(Code::StorageUnavailable));
+    assert_eq!(events(&db), 1);
+    note(&mut s, "e3").unwrap();
+    assert_eq!(events(&db), 2);
+    drop(s);
+}

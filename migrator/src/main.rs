@@ -5,6 +5,7 @@
 
 use mosaic_bus::error::Code;
 use mosaic_migrate::{lineage, migrate, steps};
+use mosaic_wire::cli;
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
@@ -12,13 +13,16 @@ use std::process::ExitCode;
 
 const HELP: &str = "\
 mosaic-migrate /absolute/dataRoot
+mosaic-migrate --help | --version
 
 Offline schema migration of the bus store at <dataRoot>/bus/bus.sqlite.
 Run it only with the bus stopped and after a consistent backup. It takes
 the broker's writer lock, checks the store, runs each migration step in a
 transaction of its own, and prints one JSON line per step, then a ready
 line. A store already at the current version is checked and left alone.
-Exit 0 when the store is current; 2 with {\"error\":CODE} on stderr otherwise.
+Exit 0 when the store is current (and for --help, --version); 2 with
+{\"error\":CODE} on stderr otherwise, or with one line naming an unknown
+option.
 ";
 
 fn refuse(code: Code) -> ExitCode {
@@ -30,16 +34,15 @@ fn main() -> ExitCode {
     // Nothing we create is for others.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(ask) = cli::asked(&args) {
+        return cli::answer(ask, "mosaic-migrate", env!("CARGO_PKG_VERSION"), HELP);
+    }
+    // It takes no option: any is unknown, named on one line.
+    if let Some(opt) = args.iter().find(|a| cli::is_option(a)) {
+        return cli::unknown_option("mosaic-migrate", opt);
+    }
     let root = match args.as_slice() {
-        [a] if a == "--help" || a == "-h" => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        [a] if a == "--version" || a == "-V" => {
-            println!("mosaic-migrate {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
-        }
-        [a] if !a.as_encoded_bytes().starts_with(b"-") => Path::new(a),
+        [a] => Path::new(a),
         _ => return refuse(Code::Usage),
     };
     let stdout = std::io::stdout();

@@ -202,7 +202,13 @@ fn a_missing_store_refuses_and_nothing_is_created() {
 fn the_command_line_takes_exactly_one_absolute_data_root() {
     refused(&cli(&[]), "usage");
     refused(&cli(&["/tmp", "/tmp"]), "usage");
-    refused(&cli(&["--force", "/tmp"]), "usage");
+    // An unknown option is one line naming it and --help.
+    let force = cli(&["--force", "/tmp"]);
+    assert_eq!(force.code, 2);
+    assert_eq!(
+        force.stderr,
+        "mosaic-migrate: unknown option \"--force\"; see mosaic-migrate --help\n"
+    );
     refused(&cli(&["relative/root"]), "data-root");
     refused(&cli(&["/nonexistent/mosaic-root"]), "data-root");
     let help = cli(&["--help"]);

@@ -24,11 +24,16 @@
 //!    prints it. A request line over its verb's envelope ([`max_line`]) is
 //!    refused here, before connecting, as the broker would refuse it.
 //!
+//! `--help` and `--version` print on stdout and exit 0 before anything else
+//! (no stdin read, no re-exec, no socket); an option the shim does not know
+//! (an argument starting with `-`) is one line on stderr and exit 2.
+//!
 //! Exit codes: 0 `ok:true`; 1 `ok:false` (a refusal from the broker; a bad
 //! stdin / argv, printed as `{"ok":false,"error":"invalid-request"}`; or a
 //! request line over its envelope, printed as
 //! `{"ok":false,"error":"request-too-large"}`; neither contacts the broker);
-//! 2 a transport failure, printed as `{"ok":false,"error":"outcome-unknown"}`.
+//! 2 a transport failure, printed as `{"ok":false,"error":"outcome-unknown"}`,
+//! or an unknown option.
 //! Nothing but the reply (or those fixed lines) is printed; the nonce appears
 //! only inside the request.
 //! The shim keeps the rest of its environment as it is: clearing it would
@@ -40,6 +45,7 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 
+use mosaic_wire::cli;
 use serde_json::{json, Map, Value};
 
 /// The wire limits the shim keeps (from the wire crate): the longest
@@ -83,7 +89,58 @@ impl Kind {
             Kind::Tester => "tester",
         }
     }
+
+    /// The binary's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Human => "mosaic-human-cli",
+            Kind::Tester => "mosaic-tester-cli",
+        }
+    }
+
+    /// What `--help` prints.
+    pub fn help(self) -> &'static str {
+        match self {
+            Kind::Human => HUMAN_HELP,
+            Kind::Tester => TESTER_HELP,
+        }
+    }
 }
+
+const HUMAN_HELP: &str = "\
+mosaic-human-cli: the Mosaic bus's human transport shim
+
+Usage:
+  mosaic-human-cli SOCKET < REQUEST
+  mosaic-human-cli --help | --version
+
+Reads one JSON object {\"business\",\"verb\",\"args\"?} on stdin, proves
+to the broker listening on SOCKET (its bus.sock) that a person's process
+sent it, sends it and prints the broker's one reply line on stdout.
+
+Exit status: 0 for ok:true; 1 for a refusal (the broker's, or
+invalid-request / request-too-large before connecting); 2 for a transport
+failure (outcome-unknown), or an unknown option (one line on stderr).
+--help and --version connect to nothing.
+";
+
+const TESTER_HELP: &str = "\
+mosaic-tester-cli: the Mosaic bus's PM tester transport shim
+
+Usage:
+  mosaic-tester-cli SOCKET < REQUEST
+  mosaic-tester-cli --help | --version
+
+Reads one JSON object {\"business\",\"verb\",\"args\"?} on stdin, proves
+to the broker listening on SOCKET (its bus.sock) that the tester's process
+sent it, sends it and prints the broker's one reply line on stdout. The
+business must allow a tester (bus.tester).
+
+Exit status: 0 for ok:true; 1 for a refusal (the broker's, or
+invalid-request / request-too-large before connecting); 2 for a transport
+failure (outcome-unknown), or an unknown option (one line on stderr).
+--help and --version connect to nothing.
+";
 
 /// Every shim nonce variable; all are removed before a fresh one is added.
 use mosaic_wire::env::NONCE_VARS;
@@ -114,6 +171,14 @@ fn finish(outcome: Outcome) -> ExitCode {
 /// The shim's `main`.
 pub fn run(kind: Kind) -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // Before stdin, the re-exec or any socket (`mosaic_wire::cli`).
+    let given = args.get(1..).unwrap_or_default();
+    if let Some(ask) = cli::asked(given) {
+        return cli::answer(ask, kind.name(), env!("CARGO_PKG_VERSION"), kind.help());
+    }
+    if let Some(opt) = given.iter().find(|a| cli::is_option(a)) {
+        return cli::unknown_option(kind.name(), opt);
+    }
     if args.len() != 2 || args[1].is_empty() {
         return finish(Outcome::Invalid);
     }

@@ -253,12 +253,23 @@ fn help_and_version() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--host-fd"));
-    // An argument that is not UTF-8 is a usage error too, not a panic.
+    // An argument that is not UTF-8 is a usage error too, not a panic. An
+    // unknown option (one that is not UTF-8 included) is one line naming
+    // it (tests/tests/command_lines.rs); a bad value is `usage`.
     use std::os::unix::ffi::OsStrExt;
     let not_utf8 = std::ffi::OsStr::from_bytes(b"--host-fd\xff");
+    for args in [vec![std::ffi::OsStr::new("--bogus")], vec![not_utf8]] {
+        let out = std::process::Command::new(bin("mosaic-bus"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("mosaic-bus: unknown option "), "{err}");
+        assert!(err.trim_end().ends_with("; see mosaic-bus --help"), "{err}");
+    }
     for args in [
-        vec![std::ffi::OsStr::new("--bogus")],
-        vec![not_utf8],
         vec![std::ffi::OsStr::new("--host-fd"), not_utf8],
         vec![std::ffi::OsStr::new("--log-level"), not_utf8],
     ] {

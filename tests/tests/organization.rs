@@ -587,3 +587,375 @@ fn a_writer_killed_mid_write_leaves_the_old_or_the_new_file() {
         "old/new after the kills: {seen:?}"
     );
 }
+
+// --- Several businesses on one broker (issue 29 item 5) -----------------
+
+/// A broker serving acme and beta (each with a chief of staff whose file
+/// lists `organization.change`, and a dev) from one organization file in
+/// the one-business form both read at first; `env` for the broker.
+struct Two {
+    _dir: tempfile::TempDir,
+    b: Broker,
+    human: ShimSession,
+    acme_chief: String,
+    beta_chief: String,
+    _runs: Vec<Sleeper>,
+}
+
+fn two_config(root: &Path) -> Value {
+    let mut beta = business();
+    beta["id"] = json!("beta");
+    beta["human"] = json!("Bea");
+    let roles = beta["roles"].as_object_mut().expect("roles");
+    roles.remove("ops");
+    json!({"dataRoot": root.to_str().expect("utf-8"),
+           "businesses": {"acme": business(), "beta": beta},
+           "organization": org_path(root)})
+}
+
+fn two(env: &[(&str, &str)]) -> Two {
+    let dir = data_root();
+    let root = dir.path();
+    write_org(root, &organization());
+    let mut env = env.to_vec();
+    env.push(("ACME_OPS_TOKEN", "tok_0123456789abcdef0123"));
+    let (mut b, reply) = Broker::spawn_with(
+        root,
+        json!({"op": "boot", "config": two_config(root)}),
+        &env,
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let (p1, p2) = (sleeper(), sleeper());
+    let acme_chief = b.claimed_in("acme", "chief", "acme-chief-1", p1.id());
+    let beta_chief = b.claimed_in("beta", "chief", "beta-chief-1", p2.id());
+    let human = ShimSession::human(&b);
+    Two {
+        _dir: dir,
+        b,
+        human,
+        acme_chief,
+        beta_chief,
+        _runs: vec![p1, p2],
+    }
+}
+
+impl Two {
+    fn root(&self) -> &Path {
+        self._dir.path()
+    }
+
+    fn read(&self, business: &str, verb: &str) -> Value {
+        res(&self.human.call_in(business, verb, Value::Null)).clone()
+    }
+
+    /// `organization.changed` rows as `[business, role, operation, revision]`.
+    fn receipts(&self) -> Vec<Value> {
+        let c = db(self.root());
+        let mut st = c
+            .prepare(
+                "SELECT business, role, json_extract(body, '$.operation'),
+                        json_extract(body, '$.revision')
+                 FROM events WHERE kind = 'organization.changed' ORDER BY seq",
+            )
+            .expect("prepare");
+        st.query_map([], |r| {
+            Ok(json!([
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?
+            ]))
+        })
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect()
+    }
+}
+
+/// acme's reads as they were before beta wrote anything.
+fn acme_at_first() -> (Value, Value, Value) {
+    let o = organization();
+    (
+        json!({"revision": 1, "limits": o["limits"], "models": o["models"], "assistants": {}}),
+        json!({"revision": 1, "routes": o["routes"], "models": o["models"]}),
+        json!({"dev": {"definition": "dev", "vars": {}, "launch": true}}),
+    )
+}
+
+/// beta's chief of staff changes beta's limits and models: beta reads the
+/// change, acme reads what it read before, the receipt is beta's alone, and
+/// acme's chief still writes with the revision it had.
+#[test]
+fn organization_set_changes_only_the_callers_business() {
+    let t = two(&[]);
+    let (limits, routes, _) = acme_at_first();
+    assert_eq!(t.read("beta", "limits"), limits, "one file, read by both");
+    let set = json!({"revision": 1, "limits": {"runs": 9, "perDefinition": {}},
+                     "models": {"local": {"harness": "pi"}, "big": {"harness": "pi"}}});
+    let r = t.b.call(&t.beta_chief, "organization.set", set);
+    assert_eq!(
+        res(&r),
+        &json!({"revision": 2, "restart": true, "actor": "chief-of-staff.chief"})
+    );
+    let beta = t.read("beta", "limits");
+    assert_eq!(beta["revision"], json!(2));
+    assert_eq!(beta["limits"], json!({"runs": 9, "perDefinition": {}}));
+    assert_eq!(t.read("acme", "limits"), limits, "acme's limits untouched");
+    assert_eq!(t.read("acme", "routes"), routes, "and its models");
+    assert_eq!(
+        t.receipts(),
+        vec![json!(["beta", "chief", "organization.set", 2])]
+    );
+    let r = t.b.call(
+        &t.acme_chief,
+        "organization.set",
+        json!({"revision": 1, "limits": {"runs": 3, "perDefinition": {}}}),
+    );
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    assert_eq!(t.read("acme", "limits")["limits"]["runs"], json!(3));
+    assert_eq!(t.read("beta", "limits")["limits"]["runs"], json!(9));
+    t.b.close();
+}
+
+/// beta's human changes beta's limits; acme's human reads and writes its
+/// own, at its own revision; after a restart each still reads its own.
+#[test]
+fn limits_set_changes_only_the_callers_business() {
+    let t = two(&[]);
+    let (limits, _, _) = acme_at_first();
+    let r = t.human.call_in(
+        "beta",
+        "limits.set",
+        json!({"revision": 1, "limits": {"runs": 7, "perDefinition": {"dev": 1}}}),
+    );
+    assert_eq!(
+        res(&r),
+        &json!({"revision": 2, "restart": false, "actor": "human"})
+    );
+    assert_eq!(t.read("acme", "limits"), limits);
+    assert_eq!(t.read("beta", "limits")["limits"]["runs"], json!(7));
+    let r = t.human.call_in(
+        "acme",
+        "limits.set",
+        json!({"revision": 1, "limits": {"runs": 5, "perDefinition": {}}}),
+    );
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    assert_eq!(
+        t.receipts(),
+        vec![
+            json!(["beta", "human", "limits.set", 2]),
+            json!(["acme", "human", "limits.set", 2]),
+        ]
+    );
+    // The file holds a part per business, the harness switches beside them.
+    let file = read_org(t.root());
+    assert_eq!(file["businesses"]["acme"]["limits"]["runs"], json!(5));
+    assert_eq!(file["businesses"]["beta"]["limits"]["runs"], json!(7));
+    assert_eq!(file["plugins"], organization()["plugins"]);
+    assert!(file.get("limits").is_none(), "{file}");
+    let Two { _dir, b, _runs, .. } = t;
+    b.close();
+    let root = _dir.path();
+    let (b, reply) = Broker::spawn_with(
+        root,
+        json!({"op": "boot", "config": two_config(root)}),
+        &[("ACME_OPS_TOKEN", "tok_0123456789abcdef0123")],
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    for (business, runs) in [("acme", 5), ("beta", 7)] {
+        let l = res(&human.call_in(business, "limits", Value::Null)).clone();
+        assert_eq!(
+            (l["revision"].clone(), l["limits"]["runs"].clone()),
+            (json!(2), json!(runs))
+        );
+    }
+    b.close();
+}
+
+/// beta's human changes beta's routes; acme's routes and revision stay.
+#[test]
+fn routes_set_changes_only_the_callers_business() {
+    let t = two(&[]);
+    let (_, routes, _) = acme_at_first();
+    let r = t.human.call_in(
+        "beta",
+        "routes.set",
+        json!({"revision": 1, "routes": {"dev": {"model": "local", "thinking": "high"}}}),
+    );
+    assert_eq!(
+        res(&r),
+        &json!({"revision": 2, "restart": true, "actor": "human"})
+    );
+    assert_eq!(
+        t.read("beta", "routes")["routes"],
+        json!({"dev": {"model": "local", "thinking": "high"}})
+    );
+    assert_eq!(t.read("acme", "routes"), routes);
+    let r = t
+        .human
+        .call_in("acme", "routes.set", json!({"revision": 1, "routes": {}}));
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    assert_eq!(
+        t.read("beta", "routes")["routes"],
+        json!({"dev": {"model": "local", "thinking": "high"}})
+    );
+    t.b.close();
+}
+
+/// beta's human adds an instance to beta; acme's instances and revision
+/// stay, so acme's human writes with the revision it read.
+#[test]
+fn instances_set_changes_only_the_callers_business() {
+    let t = two(&[]);
+    let (_, _, instances) = acme_at_first();
+    let r = t.human.call_in(
+        "beta",
+        "instances.set",
+        json!({"revision": 1, "instance": "dev2", "op": "add", "definition": "dev"}),
+    );
+    assert_eq!(
+        res(&r),
+        &json!({"revision": 2, "restart": true, "actor": "human", "instance": "dev2"})
+    );
+    let acme = t.read("acme", "instances");
+    assert_eq!(acme["revision"], json!(1));
+    assert_eq!(acme["instances"], instances);
+    let beta = t.read("beta", "instances");
+    assert_eq!(beta["revision"], json!(2));
+    assert_eq!(
+        beta["instances"],
+        json!({"dev2": {"definition": "dev", "vars": {}, "launch": false}}),
+        "beta had no instances in the file"
+    );
+    let r = t.human.call_in(
+        "acme",
+        "instances.set",
+        json!({"revision": 1, "instance": "dev", "op": "change", "launch": false}),
+    );
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    assert_eq!(
+        t.receipts(),
+        vec![
+            json!(["beta", "human", "instances.set", 2]),
+            json!(["acme", "human", "instances.set", 2]),
+        ]
+    );
+    t.b.close();
+}
+
+// --- The file after the receipt (issue 30 item 7) -----------------------
+
+/// A COMMIT that fails (the debug build's real failure, armed by a flag
+/// file) answers `storage-unavailable` and leaves the file as it was: no
+/// receipt, no change. The same write then goes through.
+#[test]
+fn a_failed_commit_leaves_the_organization_file_as_it_was() {
+    let dir = data_root();
+    let root = dir.path();
+    write_org(root, &organization());
+    let flag = root.join("fail-next-commit");
+    let mut config = json!({"dataRoot": root.to_str().expect("utf-8"),
+                            "businesses": {"acme": business()}});
+    config["organization"] = json!(org_path(root));
+    let (b, reply) = Broker::spawn_with(
+        root,
+        json!({"op": "boot", "config": config}),
+        &[
+            ("ACME_OPS_TOKEN", "tok_0123456789abcdef0123"),
+            ("MOSAIC_BUS_TEST_FAIL_COMMIT", flag.to_str().expect("utf-8")),
+        ],
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    let before = std::fs::read_to_string(org_path(root)).expect("read");
+    let set = json!({"revision": 1, "limits": {"runs": 9, "perDefinition": {}}});
+    std::fs::write(&flag, b"").expect("arm");
+    let r = human.call("limits.set", set.clone());
+    assert_eq!(err(&r), "storage-unavailable", "{r}");
+    assert!(!flag.exists(), "the failure was the armed COMMIT's");
+    assert_eq!(
+        std::fs::read_to_string(org_path(root)).expect("read"),
+        before
+    );
+    assert!(changes(root).is_empty());
+    assert_eq!(
+        res(&human.call("limits", Value::Null))["revision"],
+        json!(1)
+    );
+    let r = human.call("limits.set", set);
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    assert_eq!(read_org(root)["limits"]["runs"], json!(9));
+    assert_eq!(changes(root).len(), 1);
+    b.close();
+}
+
+/// A file step that fails after the receipt (a directory where the write's
+/// temp file goes; then the file's directory made read-only) answers
+/// `outcome-unknown`: the receipt stands, the file is as it was, and the
+/// refusal is on record. Once the directory is writable again the next
+/// write, at the file's revision, goes through.
+#[test]
+fn a_file_step_that_fails_after_the_receipt_answers_outcome_unknown() {
+    let dir = data_root();
+    let root = dir.path();
+    let org_dir = root.join("org");
+    std::fs::create_dir(&org_dir).expect("mkdir");
+    let path = org_dir.join("organization.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&organization()).expect("json"),
+    )
+    .expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let config = json!({"dataRoot": root.to_str().expect("utf-8"),
+                        "businesses": {"acme": business()}, "organization": path});
+    let (b, reply) = Broker::spawn_with(
+        root,
+        json!({"op": "boot", "config": config}),
+        &[("ACME_OPS_TOKEN", "tok_0123456789abcdef0123")],
+    );
+    assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+    let human = ShimSession::human(&b);
+    let before = std::fs::read_to_string(&path).expect("read");
+    let set = json!({"revision": 1, "limits": {"runs": 9, "perDefinition": {}}});
+
+    // A directory with something in it where the temp file goes.
+    let tmp = org_dir.join(".organization.json.tmp");
+    std::fs::create_dir(&tmp).expect("mkdir tmp");
+    std::fs::write(tmp.join("x"), b"x").expect("fill tmp");
+    let r = human.call("limits.set", set.clone());
+    assert_eq!(err(&r), "outcome-unknown", "{r}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), before);
+    std::fs::remove_dir_all(&tmp).expect("rm tmp");
+
+    // The file's directory read-only to the broker (which holds no
+    // capability, so root's too).
+    std::fs::set_permissions(&org_dir, std::fs::Permissions::from_mode(0o500)).expect("chmod");
+    let r = human.call("limits.set", set.clone());
+    std::fs::set_permissions(&org_dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    assert_eq!(err(&r), "outcome-unknown", "{r}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), before);
+
+    // Each receipt stands, each with its refusal beside it.
+    let receipts: Vec<Value> = changes(root)
+        .iter()
+        .map(|c| json!([c[0], c[2]["operation"], c[2]["revision"]]))
+        .collect();
+    assert_eq!(receipts, vec![json!(["human", "limits.set", 2]); 2]);
+    let refused: Vec<Value> = refusals(root)
+        .into_iter()
+        .filter(|r| r[3] == json!("limits.set"))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![json!(["human", "human-cli", null, "limits.set", "outcome-unknown"]); 2]
+    );
+    // The file still says revision 1, and the next write is read against it.
+    let r = human.call("limits.set", set);
+    assert_eq!(res(&r)["revision"], json!(2), "{r}");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    assert_eq!(file["limits"]["runs"], json!(9));
+    b.close();
+}

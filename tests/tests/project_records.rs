@@ -1284,7 +1284,8 @@ fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
     let raised = res(&w.b.call(
         &dev,
         "decision.raise",
-        json!({"action": "record.write", "target": "docs/dev.md", "question": "Write docs/dev.md?",
+        json!({"action": "record.write", "target": "docs/dev.md", "project": "site",
+               "question": "Write docs/dev.md?",
                "options": [{"key": "yes", "text": "Yes"}, {"key": "no", "text": "No"}],
                "recommendation": "yes", "blocking": false}),
     ))

@@ -1,40 +1,92 @@
 //! The organization file's shape and its checks (DESIGN.md "Schema 3i",
-//! Organization): `{revision, limits, models, instances, assistants,
-//! routes, plugins}`, every level strict (an unknown key refuses).
+//! Organization), every level strict (an unknown key refuses).
 //!
-//! The shapes the spec leaves open are chosen in docs/decisions.md
-//! ("The organization file"). This module only parses, checks and prints;
-//! reading and replacing the file is `crate::organization`.
+//! Each business served has its own part of the file ([`Part`]: revision,
+//! limits, models, instances, assistants, routes); `plugins` (the harness
+//! switches) is the broker's. The file has two forms (docs/decisions.md,
+//! "The organization file"): the one-business form `{revision, limits,
+//! models, instances, assistants, routes, plugins}`, where the top level is
+//! the part (instances and assistants keyed by business), and the form for
+//! several, `{businesses: {BUSINESS: PART}, plugins}`. A verb reads and
+//! writes its caller's part only ([`Organization::part`],
+//! [`Organization::with_part`]).
+//!
+//! The shapes the spec leaves open are chosen in docs/decisions.md. This
+//! module only parses, checks and prints; reading and replacing the file is
+//! `crate::organization`.
 
 use super::is_id;
 use crate::error::Code;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The largest `revision`: a JSON safe integer.
 pub const MAX_REVISION: u64 = (1 << 53) - 1;
 
-/// The parsed file. Maps are ordered, so a write prints the same bytes for
-/// the same content.
+/// The parsed file, in either form. Maps are ordered, so a write prints
+/// the same bytes for the same content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Organization {
+    form: Form,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Form {
+    One(OneFile),
+    Several(SeveralFile),
+}
+
+/// The one-business form, exactly the file as it was before a broker
+/// served several businesses from it: the top level is one business's
+/// part, `instances` and `assistants` keyed by business id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Organization {
+struct OneFile {
+    revision: u64,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    models: BTreeMap<String, Model>,
+    /// Business id, then instance key.
+    #[serde(default)]
+    instances: BTreeMap<String, BTreeMap<String, Instance>>,
+    /// Business id, then assistant instance key.
+    #[serde(default)]
+    assistants: BTreeMap<String, BTreeMap<String, Assistant>>,
+    #[serde(default)]
+    routes: BTreeMap<String, Route>,
+    #[serde(default)]
+    plugins: Plugins,
+}
+
+/// The form for several businesses: each one's part under its id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeveralFile {
+    businesses: BTreeMap<String, Part>,
+    #[serde(default)]
+    plugins: Plugins,
+}
+
+/// One business's part: what its verbs read and write, with its own
+/// optimistic `revision`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Part {
     pub revision: u64,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
     pub models: BTreeMap<String, Model>,
-    /// Business id, then instance key.
+    /// Instance key to the instance the next start loads.
     #[serde(default)]
-    pub instances: BTreeMap<String, BTreeMap<String, Instance>>,
-    /// Business id, then assistant instance key.
+    pub instances: BTreeMap<String, Instance>,
+    /// Assistant instance key to its settings.
     #[serde(default)]
-    pub assistants: BTreeMap<String, BTreeMap<String, Assistant>>,
+    pub assistants: BTreeMap<String, Assistant>,
     /// A definition id, or `default`, to its route.
     #[serde(default)]
     pub routes: BTreeMap<String, Route>,
-    #[serde(default)]
-    pub plugins: Plugins,
 }
 
 /// What the chief of staff launches within.
@@ -147,43 +199,41 @@ fn check_vars(vars: &Vars) -> Result<(), Code> {
     Ok(())
 }
 
-impl Organization {
-    /// Parses and checks a whole file's JSON. Shapes and values only: the
-    /// harness checks need the start's levels ([`Organization::check_routes`]).
-    pub fn from_json(v: serde_json::Value) -> Result<Organization, Code> {
-        let org: Organization = serde_json::from_value(v).map_err(|_| Code::OrganizationInvalid)?;
-        org.check_shape()?;
-        Ok(org)
-    }
+/// The value checks of one business's pieces, in either form.
+struct Pieces<'a> {
+    revision: u64,
+    limits: &'a Limits,
+    models: &'a BTreeMap<String, Model>,
+    instances: Vec<&'a BTreeMap<String, Instance>>,
+    assistants: Vec<&'a BTreeMap<String, Assistant>>,
+    routes: &'a BTreeMap<String, Route>,
+}
 
-    /// The value checks every write and every read of the file runs.
-    pub fn check_shape(&self) -> Result<(), Code> {
+impl Pieces<'_> {
+    fn check_shape(&self) -> Result<(), Code> {
         let bad = Err(Code::OrganizationInvalid);
         if self.revision > MAX_REVISION {
             return bad;
         }
         self.limits.check()?;
-        for (name, m) in &self.models {
+        for (name, m) in self.models {
             if !is_model(name) || !super::launch::is_harness(&m.harness) {
                 return bad;
             }
         }
-        for (business, instances) in &self.instances {
-            if !is_id(business) || instances.len() > 256 {
+        for instances in &self.instances {
+            if instances.len() > 256 {
                 return bad;
             }
-            for (key, i) in instances {
+            for (key, i) in *instances {
                 if !is_id(key) || !is_id(&i.definition) {
                     return bad;
                 }
                 check_vars(&i.vars)?;
             }
         }
-        for (business, assistants) in &self.assistants {
-            if !is_id(business) {
-                return bad;
-            }
-            for (key, a) in assistants {
+        for assistants in &self.assistants {
+            for (key, a) in *assistants {
                 if !is_id(key) {
                     return bad;
                 }
@@ -198,7 +248,7 @@ impl Organization {
                 }
             }
         }
-        for (key, r) in &self.routes {
+        for (key, r) in self.routes {
             if !is_id(key)
                 || !is_model(&r.model)
                 || r.thinking.as_deref().is_some_and(|t| !is_word(t))
@@ -209,30 +259,12 @@ impl Organization {
                 return bad;
             }
         }
-        for (name, h) in &self.plugins.harness {
-            let mut seen = std::collections::BTreeSet::new();
-            if !super::launch::is_harness(name)
-                || h.levels.len() > 32
-                || !h.levels.iter().all(|l| is_word(l) && seen.insert(l))
-            {
-                return bad;
-            }
-        }
         Ok(())
     }
 
-    /// Whether the file switches harness `name` on now (the spec's
-    /// `harnessOn`): a harness it does not list is off.
-    pub fn harness_on(&self, name: &str) -> bool {
-        self.plugins.harness.get(name).is_some_and(|h| h.on)
-    }
-
-    /// The route checks every organization write runs, against the levels
-    /// read at start: a model's harness the start did not load refuses
-    /// `harness-refused`, one switched off `harness-off`, a thinking level
-    /// the harness does not offer `thinking-unsupported`, a model no entry
-    /// of `models` names `organization-invalid`.
-    pub fn check_routes(&self, levels: &HarnessLevels) -> Result<(), Code> {
+    /// The route checks (see [`Organization::check_routes`]) over these
+    /// pieces, with the broker's harness switches.
+    fn check_routes(&self, plugins: &Plugins, levels: &HarnessLevels) -> Result<(), Code> {
         for m in self.models.values() {
             if !levels.contains_key(&m.harness) {
                 return Err(Code::HarnessRefused);
@@ -248,11 +280,11 @@ impl Organization {
         // instances.set and organization.set alike).
         let vars = self
             .assistants
-            .values()
+            .iter()
             .flat_map(|a| a.values().map(|a| &a.vars))
             .chain(
                 self.instances
-                    .values()
+                    .iter()
                     .flat_map(|i| i.values().map(|i| &i.vars)),
             );
         for v in vars {
@@ -263,7 +295,7 @@ impl Organization {
         for (model, thinking) in all {
             let m = self.models.get(model).ok_or(Code::OrganizationInvalid)?;
             let offered = levels.get(&m.harness).ok_or(Code::HarnessRefused)?;
-            if !self.harness_on(&m.harness) {
+            if !plugins.harness_on(&m.harness) {
                 return Err(Code::HarnessOff);
             }
             if thinking.is_some_and(|t| !offered.iter().any(|l| l == t)) {
@@ -272,19 +304,251 @@ impl Organization {
         }
         Ok(())
     }
+}
 
-    /// The harness levels this file offers, for the start.
+impl Part {
+    fn pieces(&self) -> Pieces<'_> {
+        Pieces {
+            revision: self.revision,
+            limits: &self.limits,
+            models: &self.models,
+            instances: vec![&self.instances],
+            assistants: vec![&self.assistants],
+            routes: &self.routes,
+        }
+    }
+
+    /// The value checks every write of this part runs.
+    pub fn check_shape(&self) -> Result<(), Code> {
+        self.pieces().check_shape()
+    }
+
+    /// The route checks a write of this part runs, against the harness
+    /// switches of `org` (the file as it is now) and the levels read at
+    /// start: only the writer's own part is checked, so another
+    /// business's routes never refuse its write.
+    pub fn check_routes(&self, org: &Organization, levels: &HarnessLevels) -> Result<(), Code> {
+        self.pieces().check_routes(org.plugins(), levels)
+    }
+}
+
+impl Plugins {
+    fn check(&self) -> Result<(), Code> {
+        for (name, h) in &self.harness {
+            let mut seen = BTreeSet::new();
+            if !super::launch::is_harness(name)
+                || h.levels.len() > 32
+                || !h.levels.iter().all(|l| is_word(l) && seen.insert(l))
+            {
+                return Err(Code::OrganizationInvalid);
+            }
+        }
+        Ok(())
+    }
+
+    fn harness_on(&self, name: &str) -> bool {
+        self.harness.get(name).is_some_and(|h| h.on)
+    }
+}
+
+impl OneFile {
+    fn pieces(&self) -> Pieces<'_> {
+        Pieces {
+            revision: self.revision,
+            limits: &self.limits,
+            models: &self.models,
+            instances: self.instances.values().collect(),
+            assistants: self.assistants.values().collect(),
+            routes: &self.routes,
+        }
+    }
+
+    /// Business `b`'s part: the top level, with `b`'s instances and
+    /// assistants.
+    fn part(&self, b: &str) -> Part {
+        Part {
+            revision: self.revision,
+            limits: self.limits.clone(),
+            models: self.models.clone(),
+            instances: self.instances.get(b).cloned().unwrap_or_default(),
+            assistants: self.assistants.get(b).cloned().unwrap_or_default(),
+            routes: self.routes.clone(),
+        }
+    }
+}
+
+impl Organization {
+    /// Parses and checks a whole file's JSON, in either form (the form for
+    /// several when it has `businesses`). Shapes and values only: the
+    /// harness checks need the start's levels ([`Organization::check_routes`]).
+    pub fn from_json(v: serde_json::Value) -> Result<Organization, Code> {
+        let several = v.get("businesses").is_some();
+        let form = if several {
+            Form::Several(serde_json::from_value(v).map_err(|_| Code::OrganizationInvalid)?)
+        } else {
+            Form::One(serde_json::from_value(v).map_err(|_| Code::OrganizationInvalid)?)
+        };
+        let org = Organization { form };
+        org.check_shape()?;
+        Ok(org)
+    }
+
+    /// The value checks every write and every read of the file runs.
+    pub fn check_shape(&self) -> Result<(), Code> {
+        let bad = Err(Code::OrganizationInvalid);
+        match &self.form {
+            Form::One(f) => {
+                if !f
+                    .instances
+                    .keys()
+                    .chain(f.assistants.keys())
+                    .all(|b| is_id(b))
+                {
+                    return bad;
+                }
+                f.pieces().check_shape()?;
+            }
+            Form::Several(f) => {
+                for (b, part) in &f.businesses {
+                    if !is_id(b) {
+                        return bad;
+                    }
+                    part.check_shape()?;
+                }
+            }
+        }
+        self.plugins().check()
+    }
+
+    /// The broker's harness switches.
+    pub fn plugins(&self) -> &Plugins {
+        match &self.form {
+            Form::One(f) => &f.plugins,
+            Form::Several(f) => &f.plugins,
+        }
+    }
+
+    /// True for the form for several businesses.
+    pub fn is_several(&self) -> bool {
+        matches!(self.form, Form::Several(_))
+    }
+
+    /// Whether the file switches harness `name` on now (the spec's
+    /// `harnessOn`): a harness it does not list is off.
+    pub fn harness_on(&self, name: &str) -> bool {
+        self.plugins().harness_on(name)
+    }
+
+    /// The route checks the start runs over the whole file, against the
+    /// levels read then: a model's harness the start did not load refuses
+    /// `harness-refused`, one switched off `harness-off`, a thinking level
+    /// the harness does not offer `thinking-unsupported`, a model no entry
+    /// of `models` names `organization-invalid`. A write checks its own
+    /// part only ([`Part::check_routes`]).
+    pub fn check_routes(&self, levels: &HarnessLevels) -> Result<(), Code> {
+        match &self.form {
+            Form::One(f) => f.pieces().check_routes(&f.plugins, levels),
+            Form::Several(f) => f
+                .businesses
+                .values()
+                .try_for_each(|p| p.pieces().check_routes(&f.plugins, levels)),
+        }
+    }
+
+    /// The levels this file offers, for the start.
     pub fn levels(&self) -> HarnessLevels {
-        self.plugins
+        self.plugins()
             .harness
             .iter()
             .map(|(k, h)| (k.clone(), h.levels.clone()))
             .collect()
     }
 
+    /// Business `business`'s part as the file holds it now: in the
+    /// one-business form the top level (shared by every business until the
+    /// first write splits the file, see [`Organization::with_part`]); in the
+    /// form for several its own entry, or an empty part at revision 0 when
+    /// it has none yet.
+    pub fn part(&self, business: &str) -> Part {
+        match &self.form {
+            Form::One(f) => f.part(business),
+            Form::Several(f) => f.businesses.get(business).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// This file with `business`'s part replaced by `part`, every other
+    /// business's part as it was. A one-business file stays in its form
+    /// when `business` is the only business the broker serves (`served`),
+    /// and its bytes change only where the part did. Otherwise it becomes
+    /// the form for several: each business it held (the served ones and
+    /// any its `instances`/`assistants` name) gets its own copy of what it
+    /// read until now, and only `business`'s is then replaced.
+    pub fn with_part<'a>(
+        &self,
+        business: &str,
+        part: Part,
+        served: impl IntoIterator<Item = &'a str>,
+    ) -> Organization {
+        let served: BTreeSet<&str> = served.into_iter().collect();
+        let form = match &self.form {
+            Form::One(f) if served.len() == 1 && served.contains(business) => {
+                let mut f = f.clone();
+                let before = f.part(business);
+                f.revision = part.revision;
+                f.limits = part.limits;
+                f.models = part.models;
+                f.routes = part.routes;
+                if before.instances != part.instances {
+                    f.instances.insert(business.to_string(), part.instances);
+                }
+                if before.assistants != part.assistants {
+                    f.assistants.insert(business.to_string(), part.assistants);
+                }
+                Form::One(f)
+            }
+            Form::One(f) => {
+                let names: BTreeSet<&str> = served
+                    .iter()
+                    .copied()
+                    .chain(f.instances.keys().map(String::as_str))
+                    .chain(f.assistants.keys().map(String::as_str))
+                    .chain([business])
+                    .collect();
+                let mut businesses: BTreeMap<String, Part> = names
+                    .into_iter()
+                    .map(|b| (b.to_string(), f.part(b)))
+                    .collect();
+                businesses.insert(business.to_string(), part);
+                Form::Several(SeveralFile {
+                    businesses,
+                    plugins: f.plugins.clone(),
+                })
+            }
+            Form::Several(f) => {
+                let mut f = f.clone();
+                f.businesses.insert(business.to_string(), part);
+                Form::Several(f)
+            }
+        };
+        Organization { form }
+    }
+
     /// The JSON the writer prints.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        let v = match &self.form {
+            Form::One(f) => serde_json::to_value(f),
+            Form::Several(f) => serde_json::to_value(f),
+        };
+        v.unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Serialize for Organization {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.form {
+            Form::One(f) => f.serialize(s),
+            Form::Several(f) => f.serialize(s),
+        }
     }
 }
 
@@ -432,11 +696,14 @@ mod tests {
         let org = Organization::from_json(good()).expect("good");
         let levels = org.levels();
         assert_eq!(org.check_routes(&levels), Ok(()));
-        let mut off = org.clone();
-        off.plugins.harness.get_mut("pi").expect("pi").on = false;
+        let edited = |edit: fn(&mut serde_json::Value)| {
+            let mut v = good();
+            edit(&mut v);
+            Organization::from_json(v).expect("valid shape")
+        };
+        let off = edited(|v| v["plugins"]["harness"]["pi"]["on"] = json!(false));
         assert_eq!(off.check_routes(&levels), Err(Code::HarnessOff));
-        let mut deep = org.clone();
-        deep.routes.get_mut("default").expect("route").thinking = Some("max".into());
+        let deep = edited(|v| v["routes"]["default"]["thinking"] = json!("max"));
         assert_eq!(deep.check_routes(&levels), Err(Code::ThinkingUnsupported));
         let mut fewer = levels.clone();
         fewer.remove("claude-code");
@@ -444,5 +711,96 @@ mod tests {
         assert!(org.harness_on("pi") && !org.harness_on("other"));
         let back = Organization::from_json(org.to_json()).expect("round trip");
         assert_eq!(back, org);
+    }
+
+    /// The form for several businesses: each part strict and checked on its
+    /// own; the forms don't mix.
+    #[test]
+    fn the_form_for_several_businesses_has_a_part_each() {
+        let part = json!({"revision": 2, "limits": {"runs": 3, "perDefinition": {}},
+                          "models": {"local": {"harness": "pi"}},
+                          "instances": {"dev": {"definition": "dev", "vars": {}, "launch": true}},
+                          "assistants": {}, "routes": {"default": {"model": "local"}}});
+        let several = json!({"businesses": {"acme": part, "beta": {"revision": 0}},
+                             "plugins": good()["plugins"]});
+        let org = Organization::from_json(several.clone()).expect("several");
+        assert!(org.is_several());
+        assert_eq!(org.part("acme").revision, 2);
+        assert_eq!(org.part("beta"), Part::default());
+        assert_eq!(org.part("nobody"), Part::default());
+        assert_eq!(org.check_routes(&org.levels()), Ok(()));
+        assert_eq!(Organization::from_json(org.to_json()), Ok(org));
+        type Edit = fn(&mut serde_json::Value);
+        let cases: &[(&str, Edit)] = &[
+            ("a top-level revision beside businesses", |v| {
+                v["revision"] = json!(1)
+            }),
+            ("top-level limits beside businesses", |v| {
+                v["limits"] = json!({})
+            }),
+            ("a part without a revision", |v| {
+                v["businesses"]["beta"] = json!({})
+            }),
+            ("an unknown key in a part", |v| {
+                v["businesses"]["beta"]["plugins"] = json!({})
+            }),
+            ("a bad business id", |v| {
+                v["businesses"]["Beta"] = json!({"revision": 0})
+            }),
+            ("a route to a model of another part", |v| {
+                v["businesses"]["beta"]["routes"] = json!({"default": {"model": "local"}})
+            }),
+        ];
+        for (what, edit) in cases {
+            let mut v = several.clone();
+            edit(&mut v);
+            assert_eq!(
+                Organization::from_json(v).err(),
+                Some(Code::OrganizationInvalid),
+                "{what}"
+            );
+        }
+    }
+
+    /// A write replaces only the writer's part: a one-business file keeps
+    /// its form (and every byte the write did not change) on a broker that
+    /// serves that business alone, and on a broker that serves several it
+    /// becomes the form for several, every business keeping what it read.
+    #[test]
+    fn a_write_replaces_only_the_writers_part() {
+        let org = Organization::from_json(good()).expect("good");
+        let mut acme = org.part("acme");
+        assert_eq!(acme.revision, 3);
+        assert_eq!(acme.assistants.len(), 1);
+        acme.revision = 4;
+        acme.limits.runs = Some(7);
+
+        let alone = org.with_part("acme", acme.clone(), ["acme"]);
+        assert!(!alone.is_several());
+        let mut want = good();
+        want["revision"] = json!(4);
+        want["limits"]["runs"] = json!(7);
+        assert_eq!(
+            alone.to_json(),
+            Organization::from_json(want).expect("w").to_json()
+        );
+
+        let split = org.with_part("acme", acme.clone(), ["acme", "beta"]);
+        assert!(split.is_several());
+        assert_eq!(split.part("acme"), acme);
+        let beta = split.part("beta");
+        assert_eq!(beta, org.part("beta"), "beta keeps what it read");
+        assert_eq!(beta.revision, 3);
+        assert_eq!(beta.limits.runs, Some(10));
+        assert!(beta.instances.is_empty() && beta.assistants.is_empty());
+        assert_eq!(split.levels(), org.levels());
+
+        // Then beta's write leaves acme's part alone.
+        let mut b2 = beta.clone();
+        b2.revision = 4;
+        b2.routes.clear();
+        let next = split.with_part("beta", b2.clone(), ["acme", "beta"]);
+        assert_eq!(next.part("acme"), acme);
+        assert_eq!(next.part("beta"), b2);
     }
 }

@@ -82,7 +82,8 @@ struct Checked {
 
 /// The landing checks, over `conn` (the store, or a write transaction's
 /// connection for `recordLand`'s second look): the decision rule, then the
-/// commit rule, then the project. Holding the claim is the caller's check.
+/// commit rule, then the project (declared, and the decision's own when it
+/// was raised for one). Holding the claim is the caller's check.
 fn check(
     conn: &Connection,
     biz: &Business,
@@ -118,6 +119,7 @@ fn check(
     if !biz.projects.contains_key(&push.project) {
         return Err(Code::UnknownProject);
     }
+    rules::check_project(d.project.as_deref(), &push.project)?;
     let human = decisions::closing_event(conn, decision)?["input"].is_string();
     Ok(Checked {
         project: push.project,

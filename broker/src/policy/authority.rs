@@ -13,6 +13,8 @@ pub struct DecisionFacts<'a> {
     pub raised_by_role: &'a str,
     pub action: &'a str,
     pub target: Option<&'a str>,
+    /// The project the decision was raised for (`project`), if any.
+    pub project: Option<&'a str>,
     /// The class recorded at raise.
     pub class: Class,
     pub approval_choice: &'a str,
@@ -24,14 +26,40 @@ pub struct DecisionFacts<'a> {
     pub consumed: bool,
 }
 
-/// What is asked: this role instance wants to do `action` on `target`, and
-/// the current policy gives the action `class` for it.
+/// What is asked: this role instance wants to do `action` on `target`
+/// (in `project`, for an action done in a project), and the current policy
+/// gives the action `class` for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ask<'a> {
     pub role: &'a str,
     pub action: &'a str,
     pub target: Option<&'a str>,
+    /// The project the request acts in: `Some` for an action of
+    /// [`PROJECT_BOUND`] asked through its verb, `None` for an action that
+    /// names no project.
+    pub project: Option<&'a str>,
     pub class: Class,
+}
+
+/// The actions whose target is a path in one of the business's projects
+/// (`record.write`): an approval for one is bound to the project it was
+/// raised for as well as to its path (DESIGN.md "Git"), since the same path
+/// names another file in another repository.
+pub const PROJECT_BOUND: &[&str] = &["record.write"];
+
+/// True when an approval for `action` binds its project too.
+pub fn project_bound(action: &str) -> bool {
+    PROJECT_BOUND.contains(&action)
+}
+
+/// The project half of the match: for a [`PROJECT_BOUND`] action, the
+/// decision's project must be exactly the request's: `record.write` in a
+/// project takes only an approval raised for that project, and the host's
+/// `authorize` op, which names no project, only one raised with none. Any
+/// other action names no project in its request, so a decision's `project`
+/// is context for the human there, not part of the match.
+fn same_project(d: &DecisionFacts<'_>, ask: &Ask<'_>) -> bool {
+    !project_bound(ask.action) || d.project == ask.project
 }
 
 /// An authorization without a decision: only within-role actions.
@@ -43,8 +71,9 @@ pub fn check_without_decision(ask: &Ask<'_>) -> Result<(), Code> {
 }
 
 /// An authorization backed by a decision, in this order:
-/// 1. the same role instance, action and target, and the recorded class
-///    equal to the current policy's (either direction) — else `decision-mismatch`;
+/// 1. the same role instance, action and target, the same project for a
+///    [`PROJECT_BOUND`] action, and the recorded class equal to the current
+///    policy's (either direction) — else `decision-mismatch`;
 /// 2. resolved with the approval choice — else `decision-not-approved`
 ///    (open, withdrawn, or any other option, even when resolved);
 /// 3. not used yet — else `decision-consumed`.
@@ -52,6 +81,7 @@ pub fn check_with_decision(d: &DecisionFacts<'_>, ask: &Ask<'_>) -> Result<(), C
     if d.raised_by_role != ask.role
         || d.action != ask.action
         || d.target != ask.target
+        || !same_project(d, ask)
         || d.class != ask.class
     {
         return Err(Code::DecisionMismatch);
@@ -74,6 +104,7 @@ mod tests {
             raised_by_role: "dev",
             action: "git.merge.protected",
             target: Some("vikunja:3/41"),
+            project: None,
             class: Class::CrossRole,
             approval_choice: "yes",
             resolved_choice: Some("yes"),
@@ -87,6 +118,7 @@ mod tests {
             role: "dev",
             action: "git.merge.protected",
             target: Some("vikunja:3/41"),
+            project: None,
             class: Class::CrossRole,
         }
     }
@@ -244,6 +276,87 @@ mod tests {
                     ..ask()
                 },
                 Err(Code::DecisionMismatch),
+            ),
+        ];
+        for (name, d, a, want) in table {
+            assert_eq!(check_with_decision(&d, &a), want, "{name}");
+        }
+    }
+
+    /// An approval for `record.write` is for one path in one project
+    /// (issue 29): another project, a decision raised with no project for
+    /// a write in one, or a project-bound decision asked without its
+    /// project, is `decision-mismatch`; a decision's project is only
+    /// context for an action that names none.
+    #[test]
+    fn a_record_write_approval_is_bound_to_its_project() {
+        let d = DecisionFacts {
+            action: "record.write",
+            target: Some("docs/x.md"),
+            project: Some("site"),
+            ..approved()
+        };
+        let a = Ask {
+            action: "record.write",
+            target: Some("docs/x.md"),
+            project: Some("site"),
+            ..ask()
+        };
+        let table: Vec<(&str, DecisionFacts<'_>, Ask<'_>, Result<(), Code>)> = vec![
+            ("its project", d.clone(), a, Ok(())),
+            (
+                "another project",
+                d.clone(),
+                Ask {
+                    project: Some("app"),
+                    ..a
+                },
+                Err(Code::DecisionMismatch),
+            ),
+            (
+                "raised for no project",
+                DecisionFacts {
+                    project: None,
+                    ..d.clone()
+                },
+                a,
+                Err(Code::DecisionMismatch),
+            ),
+            (
+                "asked in no project",
+                d.clone(),
+                Ask { project: None, ..a },
+                Err(Code::DecisionMismatch),
+            ),
+            (
+                "neither names a project (the host's authorize)",
+                DecisionFacts {
+                    project: None,
+                    ..d.clone()
+                },
+                Ask { project: None, ..a },
+                Ok(()),
+            ),
+            (
+                "mismatch wins over used",
+                DecisionFacts {
+                    consumed: true,
+                    ..d.clone()
+                },
+                Ask {
+                    project: Some("app"),
+                    ..a
+                },
+                Err(Code::DecisionMismatch),
+            ),
+            (
+                "a project on a decision for an action that names none",
+                DecisionFacts {
+                    project: Some("site"),
+                    ..approved()
+                },
+                ask(),
+                Ok(()),
             ),
         ];
         for (name, d, a, want) in table {

@@ -60,6 +60,18 @@ pub fn check_decision(
     Ok(())
 }
 
+/// The project half of a landing's decision: a merge decision raised for
+/// a project (`project`) lands only the task's work pushed to that
+/// project; one raised with no project is bound by its task alone, as
+/// before (the task's latest push names the work). Another project is
+/// `decision-mismatch`: the human approved a merge into the project it saw.
+pub fn check_project(decision_project: Option<&str>, push_project: &str) -> Result<(), Code> {
+    match decision_project {
+        Some(p) if p != push_project => Err(Code::DecisionMismatch),
+        _ => Ok(()),
+    }
+}
+
 /// True when the decision is resolved with its approval option and unused.
 pub fn usable(d: &DecisionFacts<'_>) -> bool {
     !d.withdrawn && !d.consumed && d.resolved_choice == Some(d.approval_choice)
@@ -162,6 +174,7 @@ mod tests {
             raised_by_role: "pm",
             action: ACTION,
             target: Some(TASK),
+            project: None,
             class: Class::CrossRole,
             approval_choice: "yes",
             resolved_choice: Some("yes"),
@@ -417,6 +430,16 @@ mod tests {
         assert_eq!(
             check_commits(Some(("approve", &c1)), None),
             Err(Code::RefMoved)
+        );
+    }
+
+    #[test]
+    fn a_merge_decision_raised_for_a_project_lands_only_there() {
+        assert_eq!(check_project(None, "site"), Ok(()));
+        assert_eq!(check_project(Some("site"), "site"), Ok(()));
+        assert_eq!(
+            check_project(Some("site"), "app"),
+            Err(Code::DecisionMismatch)
         );
     }
 

@@ -23,6 +23,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
+/// Held by an organization write from its prepare to the end of its file
+/// step (see `staged`). One broker serves one process; embedded runtimes
+/// sharing a process only wait on each other's organization writes.
+static ORGANIZATION_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// What every connection task shares.
 pub struct Ctx {
     pub writer: Writer,
@@ -216,10 +221,13 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     }
 }
 
-/// A staged verb (`verbs::is_staged`: a Git side, or a transcript to read):
-/// the writer prepares it (caller, checks, what to read), a blocking worker
-/// does the slow part outside every store transaction, and the writer
-/// finishes it with the outcome (a usage verb's record is written then).
+/// A staged verb (`verbs::is_staged`: a Git side, a transcript to read, or
+/// an organization file to replace): the writer prepares it (caller,
+/// checks, what to read; an organization write's receipt), a blocking
+/// worker does the slow part outside every store transaction, and the
+/// writer finishes it with the outcome (a usage verb's record is written
+/// then; an organization write goes back to the writer only to file a
+/// failed file step's refusal).
 /// The writer never waits on Git or a file, so other requests go on meanwhile.
 /// The job's budget (`crate::budget`) counts from here, so the proof check
 /// and the writer's queue before the job come out of it too: the reply
@@ -253,6 +261,14 @@ async fn staged(
             }
         }
     };
+    // One organization write at a time, from the revision check in its
+    // prepare to the end of its file step: a write that committed its
+    // receipt replaces the file before the next one reads it.
+    let _organization_turn = if verbs::is_organization_write(&verb) {
+        Some(ORGANIZATION_WRITES.lock().await)
+    } else {
+        None
+    };
     let (c, v) = (caller.clone(), verb.clone());
     let staged = match ctx
         .writer
@@ -281,6 +297,24 @@ async fn staged(
             ctx.writer
                 .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
                 .await
+        }
+        verbs::Staged::Organization(job) => {
+            // The receipt is durable (the prepare's batch committed): the
+            // file step runs off the writer; if it fails, the answer is
+            // outcome-unknown and the writer files the refusal.
+            let done = tokio::task::spawn_blocking(move || job.run())
+                .await
+                .unwrap_or(Err(Code::OutcomeUnknown));
+            match done {
+                Ok(reply) => return Answer::Reply(envelope::ok(reply, id)),
+                Err(code) => {
+                    let _ = ctx
+                        .writer
+                        .run(move |core| verbs::finish_organization(core, &caller, &verb, code))
+                        .await;
+                    return Answer::Reply(refusal(Code::OutcomeUnknown, id));
+                }
+            }
         }
         verbs::Staged::Usage(job) => {
             let lost = job.lost();

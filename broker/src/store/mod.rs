@@ -40,6 +40,8 @@ pub struct Store {
     pub tokens: crate::tokens::KnownTokens,
     /// Delivered messages without a read receipt (see [`messages::Unread`]).
     pub unread: messages::Unread,
+    /// Debug builds: the tests' way to make a COMMIT fail ([`CommitFault`]).
+    fault: CommitFault,
 }
 
 /// A savepoint on the store's connection: released by [`Sp::release`],
@@ -206,6 +208,7 @@ impl Store {
             ts
         })?;
         let unread = messages::Unread::load(&conn)?;
+        let fault = CommitFault::from_env(&conn);
         Ok(Store {
             conn,
             clock: Clock::starting_after(floor),
@@ -214,6 +217,7 @@ impl Store {
             batch_fresh: false,
             tokens: crate::tokens::KnownTokens::default(),
             unread,
+            fault,
         })
     }
 
@@ -274,6 +278,15 @@ impl Store {
         }
     }
 
+    /// Debug builds only: the next COMMIT of this store (a batch's, or a
+    /// write's outside a batch) fails for real, as SQLite's commit hook
+    /// makes it fail ([`CommitFault`]), and is rolled back. For the tests of
+    /// what a failed COMMIT leaves behind.
+    #[cfg(debug_assertions)]
+    pub fn fail_next_commit(&mut self) {
+        self.fault.arm(&self.conn);
+    }
+
     /// Whether a batch transaction is open.
     pub fn in_batch(&self) -> bool {
         self.in_batch
@@ -284,6 +297,7 @@ impl Store {
     /// keeps what the batch changes in memory.
     pub(crate) fn begin_batch(&mut self) -> Result<(), Code> {
         run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)?;
+        self.fault.at_begin(&self.conn);
         self.in_batch = true;
         self.batch_fresh = true;
         Ok(())
@@ -297,6 +311,7 @@ impl Store {
             // Restarting it failed: each verb since committed on its own.
             return Ok(());
         }
+        self.fault.before_commit(&self.conn);
         match run_cached(&self.conn, "COMMIT") {
             Ok(()) => {
                 self.batches_committed += 1;
@@ -568,4 +583,87 @@ pub fn full_timestamp_scan(conn: &Connection) -> rusqlite::Result<Vec<(String, i
         bad.extend(seqs.into_iter().map(|s| (table.to_string(), s)));
     }
     Ok(bad)
+}
+
+/// The variable a debug build of the broker reads at open: the path of a
+/// flag file. When the file is there at a batch's COMMIT and the batch
+/// changed a row, the file is removed and that COMMIT fails
+/// ([`CommitFault`]). A release build never reads it.
+pub const FAIL_COMMIT_ENV: &str = "MOSAIC_BUS_TEST_FAIL_COMMIT";
+
+/// Debug builds only: a real COMMIT failure on demand, for tests. SQLite's
+/// commit hook, installed only once something asks for a failure, turns
+/// the commit into a rollback (`SQLITE_CONSTRAINT_COMMITHOOK`), so the
+/// broker takes its own failed-COMMIT path with SQLite's state as after
+/// any failed COMMIT. Asked for by [`Store::fail_next_commit`] (in-process
+/// tests) or by [`FAIL_COMMIT_ENV`]'s flag file (a broker child: the test
+/// creates the file just before the request whose batch must fail). A
+/// release build has neither: every method is empty.
+#[cfg(debug_assertions)]
+#[derive(Default)]
+struct CommitFault {
+    /// Read by the commit hook: fail the next commit (and disarm).
+    armed: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// [`FAIL_COMMIT_ENV`]'s flag file.
+    flag: Option<std::path::PathBuf>,
+    /// `total_changes` when the batch began.
+    changes_at_begin: u64,
+}
+
+#[cfg(debug_assertions)]
+impl CommitFault {
+    fn from_env(conn: &Connection) -> CommitFault {
+        let mut f = CommitFault::default();
+        if let Some(p) = std::env::var_os(FAIL_COMMIT_ENV) {
+            f.flag = Some(p.into());
+            f.hook(conn);
+        }
+        f
+    }
+
+    /// Installs the commit hook once; returns the flag it reads.
+    fn hook(&mut self, conn: &Connection) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        if let Some(a) = &self.armed {
+            return a.clone();
+        }
+        let armed = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = armed.clone();
+        conn.commit_hook(Some(move || seen.swap(false, Ordering::SeqCst)));
+        self.armed = Some(armed.clone());
+        armed
+    }
+
+    fn arm(&mut self, conn: &Connection) {
+        self.hook(conn)
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn at_begin(&mut self, conn: &Connection) {
+        if self.flag.is_some() {
+            self.changes_at_begin = conn.total_changes();
+        }
+    }
+
+    /// A batch that changed a row while the flag file is there fails its
+    /// COMMIT; the file is taken away, so only that one does.
+    fn before_commit(&mut self, conn: &Connection) {
+        let Some(flag) = &self.flag else { return };
+        if conn.total_changes() != self.changes_at_begin && std::fs::remove_file(flag).is_ok() {
+            self.arm(conn);
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[derive(Default)]
+struct CommitFault;
+
+#[cfg(not(debug_assertions))]
+impl CommitFault {
+    fn from_env(_: &Connection) -> CommitFault {
+        CommitFault
+    }
+    fn at_begin(&mut self, _: &Connection) {}
+    fn before_commit(&mut self, _: &Connection) {}
 }

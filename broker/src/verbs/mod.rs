@@ -13,7 +13,7 @@ mod events;
 pub(crate) mod launch;
 pub mod messages;
 mod names;
-mod organization;
+pub(crate) mod organization;
 pub(crate) mod project;
 mod reads;
 pub(crate) mod reviews;
@@ -236,12 +236,20 @@ pub fn dispatch(
     }
 }
 
-/// True for a verb the server runs in three stages (prepare on the writer,
-/// its slow part on a blocking worker, finish on the writer): the verbs
-/// with a Git side (`project::is_staged`, which looks at the args: only a
-/// cited raise is staged) and the usage verbs, which read a transcript.
+/// True for a verb the server runs in stages (prepare on the writer, its
+/// slow part on a blocking worker, finish on the writer): the verbs with a
+/// Git side (`project::is_staged`, which looks at the args: only a cited
+/// raise is staged), the usage verbs, which read a transcript, and the
+/// organization writes, whose file is replaced after their receipt's
+/// COMMIT ([`is_organization_write`]).
 pub fn is_staged(verb: &str, args: Option<&Map<String, Value>>) -> bool {
-    project::is_staged(verb, args) || usage::is_staged(verb)
+    project::is_staged(verb, args) || usage::is_staged(verb) || organization::is_staged(verb)
+}
+
+/// True for a verb that writes the organization file: the server runs one
+/// such write at a time, from its revision check to its file step.
+pub fn is_organization_write(verb: &str) -> bool {
+    organization::is_staged(verb)
 }
 
 /// A prepared staged verb.
@@ -250,6 +258,8 @@ pub enum Staged {
     Project(project::Staged),
     /// A transcript to read (or a recorded result to answer again).
     Usage(usage::Job),
+    /// An organization write whose receipt is written: its file step.
+    Organization(organization::Job),
 }
 
 /// Prepares a staged verb (see [`is_staged`]): the same checks and refusal
@@ -265,6 +275,8 @@ pub fn prepare_staged(
     let prepared = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
         if usage::is_staged(verb) {
             usage::prepare(core, caller, verb, Args::new(args)).map(Staged::Usage)
+        } else if organization::is_staged(verb) {
+            organization::prepare(core, caller, verb, Args::new(args)).map(Staged::Organization)
         } else {
             // Its refusal after Git is filed where one before it is: under
             // the request's task ref (`task_ref`, or a `target` that is one).
@@ -303,6 +315,15 @@ pub fn finish_staged(
             recorded
         }
     })
+}
+
+/// Records that an organization write's file step failed after its
+/// receipt was committed (`action.refused {action, code: outcome-unknown}`
+/// against the caller, if it can be written); the caller's answer is
+/// `outcome-unknown` either way: the receipt stands.
+pub fn finish_organization(core: &mut Core, caller: &Caller, verb: &str, code: Code) -> Code {
+    let _ = refused(core, caller, verb, None, code);
+    Code::OutcomeUnknown
 }
 
 /// Finishes a usage verb on the writer side with what its transcript

@@ -1,17 +1,25 @@
 //! The organization verbs: `organization.set` (a role whose file lists
 //! `organization.change`, the chief of staff), and the human's `limits`,
 //! `limits.set`, `instances`, `instances.set`, `routes`, `routes.set`.
+//! Each reads and writes its caller's business's part of the file only
+//! (`config::organization::Part`).
 //!
-//! Every write goes through [`change`]: read the file as it is now, refuse
-//! a stale `revision` before anything is written, apply the change to a
-//! copy, run the shape and route checks, then in one store transaction
-//! record `organization.changed` with the actor and replace the file
-//! (`crate::organization::write`). A refusal anywhere leaves the file and
-//! the store as they were.
+//! Every write goes through [`prepare_change`]: read the file as it is
+//! now, refuse a stale `revision` of the caller's part before anything is
+//! written, apply the change to a copy of the part, run the shape and route
+//! checks, then write the receipt (`organization.changed`, with the actor)
+//! in the store and hand back a [`Job`]: the file's replacement
+//! (`crate::organization::write`), which the server runs off the writer
+//! thread once the receipt's COMMIT is durable, one organization write at a
+//! time (the file step of one write ends before the next reads the file). A
+//! refusal before the receipt leaves the file and the store as they were; a
+//! failed COMMIT leaves the file as it was; a file step that fails after the
+//! receipt answers `outcome-unknown`. In process ([`super::dispatch`]) the
+//! job runs inline after the receipt.
 
 use super::{Args, Verb};
 use crate::config::organization::{
-    piece, Assistant, Instance, Limits, Model, Organization, Route, Vars, MAX_REVISION,
+    piece, Assistant, Instance, Limits, Model, Organization, Part, Route, Vars, MAX_REVISION,
 };
 use crate::config::Business;
 use crate::core::{Caller, Core};
@@ -104,29 +112,98 @@ fn writer<'a>(core: &Core, caller: &'a Caller) -> Result<Writer<'a>, Code> {
     }
 }
 
-/// The one organization writer. `edit` changes a copy of the current file
-/// and says whether the change waits for a restart.
-fn change(
+/// The verbs that write the file: the server stages them ([`is_staged`]).
+pub const WRITES: &[&str] = &[
+    "organization.set",
+    "limits.set",
+    "instances.set",
+    "routes.set",
+];
+
+/// True for a verb that writes the organization file.
+pub fn is_staged(verb: &str) -> bool {
+    WRITES.contains(&verb)
+}
+
+/// An organization write whose receipt is written: the file's replacement.
+pub struct Job {
+    path: std::path::PathBuf,
+    next: Organization,
+    reply: Value,
+    business: String,
+    verb: &'static str,
+    revision: u64,
+}
+
+impl Job {
+    /// Replaces the file (off the writer thread, after the receipt's
+    /// COMMIT). A failure leaves a receipt whose change the file may not
+    /// hold: `outcome-unknown`.
+    pub fn run(self) -> Result<Value, Code> {
+        let Job {
+            path,
+            next,
+            reply,
+            business,
+            verb,
+            revision,
+        } = self;
+        match crate::organization::write(&path, &next) {
+            Ok(()) => {
+                tracing::info!(%business, verb, revision, "organization changed");
+                Ok(reply)
+            }
+            Err(code) => {
+                tracing::warn!(%business, verb, revision, code = code.as_str(),
+                    "organization change recorded, the file not replaced");
+                Err(Code::OutcomeUnknown)
+            }
+        }
+    }
+}
+
+/// The writer-side part of an organization write (see [`Job`]).
+pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Job, Code> {
+    match verb {
+        "organization.set" => SetArgs::parse(args)?.write_job(core, caller, "organization.set"),
+        "limits.set" => SetArgs::parse(args)?.write_job(core, caller, "limits.set"),
+        "instances.set" => InstancesSet::parse(args)?.write_job(core, caller),
+        "routes.set" => RoutesSet::parse(args)?.write_job(core, caller),
+        _ => Err(Code::UnknownVerb),
+    }
+}
+
+/// The one organization writer's writer-side part: the caller's part of
+/// the file as it is now, the revision check, the change (`edit` changes a
+/// copy of the part and says whether it waits for a restart), the checks,
+/// then the receipt. Returns the file step.
+fn prepare_change(
     core: &mut Core,
     caller: &Caller,
-    verb: &str,
+    verb: &'static str,
     revision: u64,
     keys: &[&str],
-    edit: impl FnOnce(&mut Organization, &Business) -> Result<bool, Code>,
-) -> Result<Value, Code> {
+    edit: impl FnOnce(&mut Part, &Business) -> Result<bool, Code>,
+) -> Result<Job, Code> {
     let w = writer(core, caller)?;
     let file = org_file(core)?;
     let current = file.read()?;
-    if current.revision != revision {
+    let business = caller.business().to_string();
+    let mut part = current.part(&business);
+    if part.revision != revision {
         return Err(Code::OrganizationStale);
     }
-    let mut next = current.clone();
-    let restart = edit(&mut next, core.config.business(caller.business())?)?;
-    next.revision = revision + 1;
+    let restart = edit(&mut part, core.config.business(&business)?)?;
+    part.revision = revision + 1;
+    part.check_shape()?;
+    part.check_routes(&current, &file.levels)?;
+    let next_revision = part.revision;
+    let served = core.config.businesses.keys().map(String::as_str);
+    let next = current.with_part(&business, part, served);
     next.check_shape()?;
-    next.check_routes(&file.levels)?;
-    let business = caller.business().to_string();
-    let body = json!({"operation": verb, "revision": next.revision, "keys": keys,
+    let reply = json!({"revision": next_revision, "restart": restart, "actor": w.actor});
+    core.known_tokens().check(&reply)?;
+    let body = json!({"operation": verb, "revision": next_revision, "keys": keys,
                       "actor": w.actor, "restart": restart});
     core.store.write(|t| {
         if w.holder && !evidence::holds(&t.tx, &business, w.role, w.run)? {
@@ -139,11 +216,16 @@ fn change(
             Actor::of(w.role, w.run),
             None,
             &body,
-        )?;
-        crate::organization::write(&file.path, &next)
+        )
     })?;
-    tracing::info!(%business, verb, revision = next.revision, "organization changed");
-    Ok(json!({"revision": next.revision, "restart": restart, "actor": w.actor}))
+    Ok(Job {
+        path: file.path,
+        next,
+        reply,
+        business,
+        verb,
+        revision: next_revision,
+    })
 }
 
 /// What `organization.set` and `limits.set` take.
@@ -188,7 +270,7 @@ impl SetArgs {
         })
     }
 
-    fn apply_as(self, core: &mut Core, caller: &Caller, verb: &str) -> Result<Value, Code> {
+    fn write_job(self, core: &mut Core, caller: &Caller, verb: &'static str) -> Result<Job, Code> {
         let SetArgs {
             revision,
             limits,
@@ -197,26 +279,25 @@ impl SetArgs {
             assistants,
             keys,
         } = self;
-        let b = caller.business().to_string();
-        change(core, caller, verb, revision, &keys, |org, business| {
+        prepare_change(core, caller, verb, revision, &keys, |part, business| {
             let mut restart = false;
             if let Some(l) = limits {
-                org.limits = l;
+                part.limits = l;
             }
             if let Some(m) = models {
-                restart |= org.models != m;
-                org.models = m;
+                restart |= part.models != m;
+                part.models = m;
             }
             if let Some(i) = instances {
                 for inst in i.values() {
                     check_definition(business, &inst.definition)?;
                 }
-                restart |= org.instances.get(&b) != Some(&i);
-                org.instances.insert(b.clone(), i);
+                restart |= part.instances != i;
+                part.instances = i;
             }
             if let Some(a) = assistants {
-                restart |= org.assistants.get(&b) != Some(&a);
-                org.assistants.insert(b.clone(), a);
+                restart |= part.assistants != a;
+                part.assistants = a;
             }
             Ok(restart)
         })
@@ -232,7 +313,7 @@ impl Verb for OrganizationSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.apply_as(core, caller, "organization.set")
+        self.0.write_job(core, caller, "organization.set")?.run()
     }
 }
 
@@ -245,7 +326,7 @@ impl Verb for LimitsSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.apply_as(core, caller, "limits.set")
+        self.0.write_job(core, caller, "limits.set")?.run()
     }
 }
 
@@ -263,15 +344,10 @@ impl Verb for LimitsRead {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let org = org_file(core)?.read()?;
-        let assistants = org
-            .assistants
-            .get(caller.business())
-            .cloned()
-            .unwrap_or_default();
+        let part = org_file(core)?.read()?.part(caller.business());
         Ok(
-            json!({"revision": org.revision, "limits": org.limits, "models": org.models,
-                  "assistants": assistants}),
+            json!({"revision": part.revision, "limits": part.limits, "models": part.models,
+                  "assistants": part.assistants}),
         )
     }
 }
@@ -287,13 +363,8 @@ impl Verb for InstancesRead {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let org = org_file(core)?.read()?;
+        let part = org_file(core)?.read()?.part(caller.business());
         let b = core.config.business(caller.business())?;
-        let instances = org
-            .instances
-            .get(caller.business())
-            .cloned()
-            .unwrap_or_default();
         let credentialed = credentialed(b);
         let accepted: Vec<&str> = definitions(b)
             .into_iter()
@@ -311,7 +382,7 @@ impl Verb for InstancesRead {
             })
             .collect();
         Ok(
-            json!({"revision": org.revision, "instances": instances, "loaded": loaded,
+            json!({"revision": part.revision, "instances": part.instances, "loaded": loaded,
                   "definitions": accepted}),
         )
     }
@@ -359,6 +430,12 @@ impl Verb for InstancesSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        self.write_job(core, caller)?.run()
+    }
+}
+
+impl InstancesSet {
+    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
         let InstancesSet {
             revision,
             instance,
@@ -367,14 +444,14 @@ impl Verb for InstancesSet {
             vars,
             launch,
         } = self;
-        let b = caller.business().to_string();
         let mut keys = vec!["instance"];
         keys.extend(definition.as_ref().map(|_| "definition"));
         keys.extend(vars.as_ref().map(|_| "vars"));
         keys.extend(launch.as_ref().map(|_| "launch"));
         let verb = "instances.set";
-        let reply = change(core, caller, verb, revision, &keys, |org, business| {
-            let map = org.instances.entry(b).or_default();
+        let name = instance.clone();
+        let mut job = prepare_change(core, caller, verb, revision, &keys, |part, business| {
+            let map = &mut part.instances;
             if let Some(d) = &definition {
                 check_definition(business, d)?;
             }
@@ -384,7 +461,7 @@ impl Verb for InstancesSet {
                 (true, None) => {
                     let def = definition.ok_or(Code::InvalidRequest)?;
                     map.insert(
-                        instance.clone(),
+                        instance,
                         Instance {
                             definition: def,
                             vars: vars.unwrap_or_default(),
@@ -410,9 +487,10 @@ impl Verb for InstancesSet {
             };
             Ok(restart)
         })?;
-        let mut reply = reply;
-        reply["instance"] = json!(instance);
-        Ok(reply)
+        // The instance key came with the request (its known-token check
+        // ran with the args').
+        job.reply["instance"] = json!(name);
+        Ok(job)
     }
 }
 
@@ -424,9 +502,9 @@ impl Verb for RoutesRead {
         no_args(args).map(|()| RoutesRead)
     }
 
-    fn apply(self, core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
-        let org = org_file(core)?.read()?;
-        Ok(json!({"revision": org.revision, "routes": org.routes, "models": org.models}))
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let part = org_file(core)?.read()?.part(caller.business());
+        Ok(json!({"revision": part.revision, "routes": part.routes, "models": part.models}))
     }
 }
 
@@ -452,15 +530,21 @@ impl Verb for RoutesSet {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        self.write_job(core, caller)?.run()
+    }
+}
+
+impl RoutesSet {
+    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
         let RoutesSet { revision, routes } = self;
-        change(
+        prepare_change(
             core,
             caller,
             "routes.set",
             revision,
             &["routes"],
-            |org, _| {
-                org.routes = routes;
+            |part, _| {
+                part.routes = routes;
                 Ok(true)
             },
         )

@@ -242,13 +242,18 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
     }
     let config = core.config.clone();
     let b = config.business(business)?;
-    authorize::check(
+    // The approval must be for this path in this project (DESIGN.md
+    // "Git"): checked before any Git work, consumed with the receipt.
+    authorize::check_in_project(
         core.store.conn(),
         b,
         role,
         run,
         "record.write",
-        Some(&path.path),
+        authorize::InProject {
+            project: &project,
+            path: &path.path,
+        },
         decision.as_deref(),
     )?;
     let (_, repo) = repo_of(core, business, &project)?;
@@ -366,13 +371,13 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
         } => {
             let (business, role, run) = role_session(caller)?;
             core.store.write(|t| {
-                authorize::authorize_in_tx(
+                authorize::authorize_in_project_tx(
                     t,
                     b,
                     role,
                     run,
                     "record.write",
-                    Some(path),
+                    authorize::InProject { project, path },
                     decision.as_deref(),
                 )?;
                 evidence::insert_event(

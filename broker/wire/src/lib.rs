@@ -8,10 +8,13 @@
 //!   generations).
 //! - [`env`]: the environment variables a shim's proof and a run's
 //!   capability travel in.
+//! - [`cli`]: the command-line conventions of every binary (`--help`,
+//!   `--version`, the unknown-option line).
 //!
 //! Plain `std` and no dependency, so a statically linked shim can link it
 //! without pulling anything else in.
 
+pub mod cli;
 pub mod code;
 pub mod env;
 pub mod int;

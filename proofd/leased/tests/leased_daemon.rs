@@ -1152,15 +1152,21 @@ fn startup_refusals() {
         (Some(2), "{\"error\":\"socket-path-occupied\"}\n")
     );
     std::fs::remove_file(&sock).unwrap();
-    for args in [
-        &["--socket"][..],
-        &["--state", "x"],
-        &["--socket", "a", "--state", "b", "--x"],
-    ] {
+    for args in [&["--socket"][..], &["--state", "x"]] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(out.stderr, b"{\"error\":\"usage\"}\n");
     }
+    // An option it does not take is named on one line of its own.
+    let out = Command::new(BIN)
+        .args(["--socket", "a", "--state", "b", "--x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        out.stderr,
+        b"mosaic-leased: unknown option \"--x\"; see mosaic-leased --help\n"
+    );
     // A missing state file is an empty state.
     assert!(!state.exists());
     let d = Daemon::start_with(&dir, &state, &[]);

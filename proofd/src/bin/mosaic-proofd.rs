@@ -22,6 +22,7 @@ use mosaic_os::notify;
 use mosaic_proofd::fdstore;
 use mosaic_proofd::proof::protocol::Server;
 use mosaic_proofd::proof::table::ProcTable;
+use mosaic_wire::cli;
 
 fn fail(code: &str) -> ExitCode {
     eprintln!("{{\"error\":\"{code}\"}}");
@@ -70,7 +71,36 @@ fn harden(with_parent: bool) -> Result<(), &'static str> {
     }
 }
 
+const HELP: &str = "\
+mosaic-proofd: the Mosaic bus's process-proof helper
+
+Usage:
+  mosaic-proofd --fd N
+  mosaic-proofd --systemd-fdstore
+  mosaic-proofd --help | --version
+
+  --fd N              serve the broker on its inherited socketpair end N (> 2),
+                      dying with the parent; started by mosaic-bus itself
+  --systemd-fdstore   make the socketpair, fork the helper onto one end and
+                      hand the other to systemd's fd store for the broker
+                      (ExecStartPre=+ in the user unit; docs/operations.md)
+
+Exit status: 0 at EOF on its channel, and for --help and --version; 2 with one
+line {\"error\":CODE} on stderr when it can't start, or with one line naming
+an unknown option.
+";
+
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(ask) = cli::asked(&args) {
+        return cli::answer(ask, "mosaic-proofd", env!("CARGO_PKG_VERSION"), HELP);
+    }
+    let known = |a: &std::ffi::OsString| a == "--fd" || a == "--systemd-fdstore";
+    // Options stand first (`--fd N`): one there this binary doesn't know
+    // is named on one line.
+    if let Some(opt) = args.first().filter(|a| cli::is_option(a) && !known(a)) {
+        return cli::unknown_option("mosaic-proofd", opt);
+    }
     match parse_args() {
         Some(Mode::Fd(fd)) => inherited(fd),
         Some(Mode::FdStore) => fdstore(),

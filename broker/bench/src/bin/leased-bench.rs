@@ -3,6 +3,7 @@
 //! in the same run and directory, a bare write+fsync+rename+dir-fsync loop
 //! (the floor every durable state change pays). Prints one JSON object.
 
+use mosaic_wire::cli;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -58,7 +59,11 @@ fn fsync_rename_loop(dir: &Path, n: u32) -> Result<f64, String> {
 fn run() -> Result<Value, String> {
     let mut iterations: u32 = 200;
     let mut base = std::env::temp_dir();
-    let mut args = std::env::args().skip(1);
+    // Not `env::args`: an argument that is not UTF-8 is a usage error, not
+    // a panic.
+    let mut args = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string().unwrap_or_default());
     while let Some(a) = args.next() {
         match a.as_str() {
             "--iterations" => {
@@ -134,12 +139,39 @@ fn measure(dir: &Path, iterations: u32) -> Result<Value, String> {
     outcome
 }
 
-fn main() {
+const HELP: &str = "\
+leased-bench: mint+consume round trips per second against a real mosaic-leased
+
+Usage:
+  leased-bench [--iterations N] [--dir DIR]
+  leased-bench --help | --version
+
+Runs the mosaic-leased beside it in a directory under DIR (default the
+temporary directory) and prints one JSON object; exit 2 with one line on
+stderr otherwise.
+";
+
+fn main() -> std::process::ExitCode {
+    let all: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(ask) = cli::asked(&all) {
+        return cli::answer(ask, "leased-bench", env!("CARGO_PKG_VERSION"), HELP);
+    }
+    let known = |a: &std::ffi::OsString| a == "--iterations" || a == "--dir";
+    if let Some(opt) = all
+        .iter()
+        .step_by(2)
+        .find(|a| cli::is_option(a) && !known(a))
+    {
+        return cli::unknown_option("leased-bench", opt);
+    }
     match run() {
-        Ok(v) => println!("{v}"),
+        Ok(v) => {
+            println!("{v}");
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("{}", json!({"error": e}));
-            std::process::exit(2);
+            std::process::ExitCode::from(2)
         }
     }
 }

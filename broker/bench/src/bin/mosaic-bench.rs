@@ -23,6 +23,7 @@
 //! `--profile N [--clients C]` only boots and makes N sends from each of C
 //! clients, for a profiler wrapped around the broker (docs/performance.md).
 
+use mosaic_wire::cli;
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -34,6 +35,24 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ROLES: usize = 33;
+
+const HELP: &str = "\
+mosaic-bench: the Mosaic bus broker's performance figures, as JSON ratios
+
+Usage:
+  mosaic-bench [--messages N] [--per-client N] [--threads]
+  mosaic-bench --profile N [--clients C]
+  mosaic-bench --help | --version
+
+  --messages N     messages in the full store (default 1000000)
+  --per-client N   requests per client in each load (default 200)
+  --threads        the thread benchmark instead
+  --profile N      only boot and make N sends from each of C clients (default
+                   1), for a profiler wrapped around the broker
+
+Runs the mosaic-bus beside it; build release first (docs/performance.md).
+Exit status: 0 with the figures on stdout; 2 with one line on stderr.
+";
 
 fn die(msg: &str) -> ! {
     eprintln!("{}", json!({"error": msg}));
@@ -886,13 +905,37 @@ fn threads_bench(bus: &Path, work: &Path, messages: usize, per: usize) -> Value 
     })
 }
 
-fn main() {
+/// The options `mosaic-bench` takes.
+const OPTIONS: &[&str] = &[
+    "--messages",
+    "--per-client",
+    "--threads",
+    "--profile",
+    "--clients",
+];
+
+fn main() -> std::process::ExitCode {
+    let all: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(ask) = cli::asked(&all) {
+        return cli::answer(ask, "mosaic-bench", env!("CARGO_PKG_VERSION"), HELP);
+    }
+    let known = |a: &std::ffi::OsString| OPTIONS.iter().any(|o| a == *o);
+    if let Some(opt) = all.iter().find(|a| cli::is_option(a) && !known(a)) {
+        return cli::unknown_option("mosaic-bench", opt);
+    }
+    bench(all);
+    std::process::ExitCode::SUCCESS
+}
+
+fn bench(all: Vec<std::ffi::OsString>) {
     let mut messages = 1_000_000usize;
     let mut per = 200usize;
     let mut profile: Option<usize> = None;
     let mut profile_clients = 1usize;
     let mut threads = false;
-    let mut args = std::env::args().skip(1);
+    // Not `env::args`: an argument that is not UTF-8 is a usage error, not
+    // a panic.
+    let mut args = all.into_iter().map(|a| a.into_string().unwrap_or_default());
     while let Some(a) = args.next() {
         match a.as_str() {
             "--messages" => {
