@@ -22,6 +22,8 @@ pub(crate) mod threads;
 pub(crate) mod usage;
 
 pub use args::Args;
+/// A usage call's off-writer job (`Staged::Usage`).
+pub use usage::Job as UsageJob;
 
 use crate::core::{Caller, Core};
 use crate::error::Code;
@@ -243,6 +245,11 @@ pub fn dispatch(
 /// cited raise is staged) and the usage verbs, which read a transcript.
 pub fn is_staged(verb: &str, args: Option<&Map<String, Value>>) -> bool {
     project::is_staged(verb, args) || usage::is_staged(verb)
+}
+
+/// True for the usage verbs, which read a transcript.
+pub fn usage_is_staged(verb: &str) -> bool {
+    usage::is_staged(verb)
 }
 
 /// A prepared staged verb.
