@@ -566,6 +566,69 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_line_past_the_cap_is_too_large_and_one_under_it_is_read_whole() {
+        // A user line of zeros just under the cap: skipped as no reply,
+        // the turn counts.
+        let pad = |len: usize| {
+            let head = r#"{"type":"user","pad":[0"#;
+            let mut l = String::with_capacity(len);
+            l.push_str(head);
+            while l.len() + 2 + 2 <= len {
+                l.push_str(",0");
+            }
+            l.push_str("]}");
+            l
+        };
+        let under = pad(transcript::LINE_MAX);
+        assert!(under.len() <= transcript::LINE_MAX);
+        assert_eq!(
+            ended("claude-code", &[], &[under, cc("msg_01A", 7)], false),
+            Ok(7)
+        );
+        // One byte over: the turn is unknown, whatever the rest says.
+        let over = format!("{} ", pad(transcript::LINE_MAX));
+        assert_eq!(over.len(), transcript::LINE_MAX + 1);
+        assert_eq!(
+            ended("claude-code", &[], &[cc("msg_01A", 7), over], false),
+            Err(Code::UsageTranscriptTooLarge)
+        );
+        // In the history, such a line is only skipped.
+        let old = format!("{} ", pad(transcript::LINE_MAX));
+        assert_eq!(
+            ended("claude-code", &[old], &[cc("msg_01A", 7)], false),
+            Ok(7)
+        );
+    }
+
+    #[test]
+    fn a_turn_holds_at_most_its_caps_of_replies_and_lines() {
+        // Distinct replies past the cap.
+        let many: Vec<String> = (0..=TURN_REPLIES_MAX)
+            .map(|i| cc(&format!("m{i}"), 1))
+            .collect();
+        assert_eq!(
+            ended("claude-code", &[], &many, false),
+            Err(Code::UsageTranscriptTooLarge)
+        );
+        let fits = &many[..TURN_REPLIES_MAX];
+        assert_eq!(
+            ended("claude-code", &[], fits, false),
+            Ok(TURN_REPLIES_MAX as u64)
+        );
+        // A streamed reply's lines are one event however many there are;
+        // two replies taking turns are one each.
+        let streamed: Vec<String> = (0..TURN_EVENTS_MAX + 1).map(|_| cc("s", 2)).collect();
+        assert_eq!(ended("claude-code", &[], &streamed, false), Ok(2));
+        let turns: Vec<String> = (0..=TURN_EVENTS_MAX)
+            .map(|i| cc(if i % 2 == 0 { "a" } else { "b" }, 1))
+            .collect();
+        assert_eq!(
+            ended("claude-code", &[], &turns, false),
+            Err(Code::UsageTranscriptTooLarge)
+        );
+    }
+
+    #[test]
     fn lines_split_as_split_does() {
         for text in [&b""[..], b"\n", b"a", b"a\n", b"a\nbc\n\nd", b"\n\nx\n"] {
             let want: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
