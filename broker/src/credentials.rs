@@ -357,8 +357,7 @@ impl std::fmt::Debug for Adapters {
 
 impl Adapters {
     pub fn new(loaded: std::sync::Arc<Credentials>) -> Adapters {
-        let known =
-            crate::tokens::KnownTokens::new(loaded.tokens().map(str::to_string).collect());
+        let known = crate::tokens::KnownTokens::new(loaded.tokens().map(str::to_string).collect());
         Adapters { loaded, known }
     }
 

@@ -110,7 +110,9 @@ fn a_trusted_adapter_uses_a_loaded_token_through_the_runtime_and_nothing_shows_i
         ),
         // The callback's own error, whatever it says.
         (
-            creds.use_token("acme/pm", "gitea", |t| Err::<Value, _>(format!("401 for {t}"))),
+            creds.use_token("acme/pm", "gitea", |t| {
+                Err::<Value, _>(format!("401 for {t}"))
+            }),
             Code::ServiceFailed,
         ),
         // A Vikunja token past its expiry date.

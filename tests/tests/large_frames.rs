@@ -146,7 +146,10 @@ fn a_flood_of_held_large_frames_does_not_keep_the_human_from_saving() {
     let (saved, read) = saved;
     let commit = res(&saved)["commit"].clone();
     assert!(commit.is_string(), "{saved}");
-    assert_eq!(git(repo.path(), &["rev-parse", "HEAD"]), commit.as_str().unwrap());
+    assert_eq!(
+        git(repo.path(), &["rev-parse", "HEAD"]),
+        commit.as_str().unwrap()
+    );
     assert_eq!(res(&read)["content"], json!(content));
     b.close();
 }

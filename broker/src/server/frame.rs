@@ -224,7 +224,9 @@ mod tests {
         // Under the cap: never asked.
         let (mut w, mut r) = tokio::io::duplex(4 * MAX);
         w.write_all(b"{}\n").await.unwrap();
-        assert!(read_frame(&mut r, MAX, LARGE, LONG, ask(false)).await.is_ok());
+        assert!(read_frame(&mut r, MAX, LARGE, LONG, ask(false))
+            .await
+            .is_ok());
         assert_eq!(asked.load(Ordering::SeqCst), 0);
         // Past it and refused: too large at once, no slot taken, though
         // the writer is still open and under the save verb's cap.
@@ -244,7 +246,9 @@ mod tests {
         let (mut w, mut r) = tokio::io::duplex(4 * MAX);
         w.write_all(&vec![b'p'; 3 * MAX]).await.unwrap();
         w.write_all(b"\n").await.unwrap();
-        let f = read_frame(&mut r, MAX, LARGE, LONG, ask(true)).await.unwrap();
+        let f = read_frame(&mut r, MAX, LARGE, LONG, ask(true))
+            .await
+            .unwrap();
         assert_eq!((f.bytes.len(), f.slot.is_some()), (3 * MAX, true));
         assert_eq!(asked.load(Ordering::SeqCst), 2);
         drop(w);

@@ -132,10 +132,7 @@ impl Peer {
             return Err(Code::ProofPid);
         }
         if let AcceptedPeer::Kernel(_) = self.accepted {
-            let left = std::mem::replace(
-                &mut self.accepted,
-                AcceptedPeer::Failed(ProcError::Gone),
-            );
+            let left = std::mem::replace(&mut self.accepted, AcceptedPeer::Failed(ProcError::Gone));
             self.accepted = match left.pin(stream) {
                 Ok(p) => AcceptedPeer::Pinned(p),
                 Err(e) => AcceptedPeer::Failed(e),

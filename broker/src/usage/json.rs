@@ -601,7 +601,10 @@ mod tests {
         let m = f.message.get().unwrap();
         assert_eq!(m.usage, Obj::NotObject);
         assert_eq!(m.content.map(|c| c.marked), Some(true));
-        assert_eq!(f.message.get().unwrap().content.map(|c| c.asks_tool), Some(false));
+        assert_eq!(
+            f.message.get().unwrap().content.map(|c| c.asks_tool),
+            Some(false)
+        );
     }
 
     #[test]

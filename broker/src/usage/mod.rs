@@ -284,8 +284,14 @@ impl Turn {
             return Ok(());
         };
         // A streamed reply's lines follow each other: one event holds them.
-        if let (Some(Event::Reply { id, own, named }), Event::Reply { id: i, own: o, named: n }) =
-            (events.last_mut(), event)
+        if let (
+            Some(Event::Reply { id, own, named }),
+            Event::Reply {
+                id: i,
+                own: o,
+                named: n,
+            },
+        ) = (events.last_mut(), event)
         {
             if *id == i && *own == o {
                 *named |= n;

@@ -78,11 +78,7 @@ impl Readings {
 
 impl Drop for Lead {
     fn drop(&mut self) {
-        let mut runs = self
-            .readings
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut runs = self.readings.runs.lock().unwrap_or_else(|p| p.into_inner());
         if runs.get(&self.run).is_some_and(|f| f.id == self.id) {
             runs.remove(&self.run);
         }

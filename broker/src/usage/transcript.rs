@@ -839,8 +839,7 @@ mod tests {
                 // The copy of a cut line never grows past the cap.
                 assert!(lines.carry.capacity() <= 6, "reads of {size}");
             }
-            let want: Vec<Option<Vec<u8>>> =
-                want.iter().map(|w| w.map(<[u8]>::to_vec)).collect();
+            let want: Vec<Option<Vec<u8>>> = want.iter().map(|w| w.map(<[u8]>::to_vec)).collect();
             assert_eq!(got, want, "reads of {size}");
         }
     }

@@ -93,7 +93,10 @@ fn a_peer_check_is_the_proof_without_the_nonce() {
     assert_eq!(peer(&t, &LaunchSet::new(), &other), Err("proof-exe"));
     let mut marked = clean_tree(Kind::Human);
     env_push(&mut marked, 200, "CLAUDECODE", "1");
-    assert_eq!(peer(&marked, &LaunchSet::new(), &r), Err("proof-run-marker"));
+    assert_eq!(
+        peer(&marked, &LaunchSet::new(), &r),
+        Err("proof-run-marker")
+    );
     let launches: LaunchSet = [(200, 80)].into_iter().collect();
     assert_eq!(peer(&t, &launches, &r), Err("proof-launch-ancestor"));
     let mut late = r.clone();
