@@ -592,14 +592,17 @@ mod tests {
             Ok(7)
         );
         // One byte over: the turn is unknown, whatever the rest says.
-        let over = format!("{} ", pad(transcript::LINE_MAX));
+        let mut over = pad(transcript::LINE_MAX);
+        while over.len() <= transcript::LINE_MAX {
+            over.push(' ');
+        }
         assert_eq!(over.len(), transcript::LINE_MAX + 1);
         assert_eq!(
-            ended("claude-code", &[], &[cc("msg_01A", 7), over], false),
+            ended("claude-code", &[], &[cc("msg_01A", 7), over.clone()], false),
             Err(Code::UsageTranscriptTooLarge)
         );
         // In the history, such a line is only skipped.
-        let old = format!("{} ", pad(transcript::LINE_MAX));
+        let old = over;
         assert_eq!(
             ended("claude-code", &[old], &[cc("msg_01A", 7)], false),
             Ok(7)
