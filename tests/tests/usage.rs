@@ -1322,6 +1322,13 @@ fn huge_transcript_lines_cost_the_broker_bounded_memory_and_concurrent_ends_one_
         after.saturating_sub(before) < 128 << 10,
         "the broker's peak resident size grew from {before} KiB to {after} KiB"
     );
+    // Tighter: within two lines' worth (the cap is 16 MiB), so one reading
+    // at a time. Four calls each reading the 12 MiB line for themselves
+    // took the peak up by about 66 MiB; one reading, by about 17 MiB.
+    assert!(
+        after.saturating_sub(before) < 32 << 10,
+        "one reading at a time: the peak grew from {before} KiB to {after} KiB"
+    );
     // One outcome per turn, however many calls.
     let n: i64 = db(root.path())
         .query_row(
