@@ -30,7 +30,7 @@ impl Source for ClaudeCode {
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        let obj = read_line(line, INTERRUPTED)?;
+        let obj = read_line(line, Some(INTERRUPTED))?;
         let sidechain = obj.sidechain == Some(Scalar::Bool(true));
         let content = obj.message.get().and_then(|m| m.content);
         match as_str(&obj.kind) {

@@ -122,8 +122,9 @@ pub struct Content {
 }
 
 /// Reads a line: a JSON object, and nothing after it but whitespace.
-/// `marker` is the prefix [`Content::marked`] looks for.
-pub fn read_line<'a>(line: &'a [u8], marker: &str) -> Result<LineFacts<'a>, Code> {
+/// `marker` is the prefix [`Content::marked`] looks for; with none, a
+/// message's `content` is skipped unread ([`Message::content`] `None`).
+pub fn read_line<'a>(line: &'a [u8], marker: Option<&str>) -> Result<LineFacts<'a>, Code> {
     let mut de = serde_json::Deserializer::from_slice(line);
     let facts = de
         .deserialize_map(LineV { marker })
@@ -332,7 +333,7 @@ where
 
 /// The top-level object.
 struct LineV<'m> {
-    marker: &'m str,
+    marker: Option<&'m str>,
 }
 
 impl<'de> Visitor<'de> for LineV<'_> {
@@ -363,7 +364,7 @@ impl<'de> Visitor<'de> for LineV<'_> {
 }
 
 struct MessageV<'m> {
-    marker: &'m str,
+    marker: Option<&'m str>,
 }
 
 impl<'de> Visitor<'de> for MessageV<'_> {
@@ -382,11 +383,12 @@ impl<'de> Visitor<'de> for MessageV<'_> {
                 Key::StopReason => m.stop_reason = Some(map.next_value_seed(ScalarV)?),
                 Key::StopReasonPi => m.stop_reason_pi = Some(map.next_value_seed(ScalarV)?),
                 Key::Usage => m.usage = map.next_value_seed(ObjSeed(UsageV))?,
-                Key::Content => {
-                    m.content = Some(map.next_value_seed(ContentV {
-                        marker: self.marker,
-                    })?)
-                }
+                Key::Content => match self.marker {
+                    Some(marker) => m.content = Some(map.next_value_seed(ContentV { marker })?),
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                },
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -571,7 +573,7 @@ mod tests {
             "message":{"id":"m\u005f1","model":"m","usage":{"input_tokens":3,"output_tokens":-1,
             "cache_read_input_tokens":1.5,"cacheWrite":null,"junk":{"deep":[[[]]]}},
             "content":[{"type":"tool_use","input":{"text":"[Stop"}},"text",{"text":"[Stop here","type":"text"}]}}"#;
-        let f = read_line(line, "[Stop").unwrap();
+        let f = read_line(line, Some("[Stop")).unwrap();
         assert_eq!(as_str(&f.kind), Some("assistant"));
         assert_eq!(f.sidechain, Some(Scalar::Bool(true)));
         let m = f.message.required().unwrap();
@@ -593,10 +595,18 @@ mod tests {
 
     #[test]
     fn the_last_of_a_repeated_field_wins_and_shapes_are_noted() {
-        let f = read_line(br#"{"type":"user","type":"assistant","message":[1]}"#, "x").unwrap();
+        let f = read_line(
+            br#"{"type":"user","type":"assistant","message":[1]}"#,
+            Some("x"),
+        )
+        .unwrap();
         assert_eq!(as_str(&f.kind), Some("assistant"));
         assert_eq!(f.message, Obj::NotObject);
-        let f = read_line(br#"{"type":7,"message":{"usage":"x","content":"x!"}}"#, "x").unwrap();
+        let f = read_line(
+            br#"{"type":7,"message":{"usage":"x","content":"x!"}}"#,
+            Some("x"),
+        )
+        .unwrap();
         assert_eq!(as_str(&f.kind), None);
         let m = f.message.get().unwrap();
         assert_eq!(m.usage, Obj::NotObject);
@@ -604,6 +614,19 @@ mod tests {
         assert_eq!(
             f.message.get().unwrap().content.map(|c| c.asks_tool),
             Some(false)
+        );
+    }
+
+    #[test]
+    fn with_no_marker_content_is_not_read() {
+        let line = br#"{"message":{"content":[{"type":"tool_use"}],"model":"m"}}"#;
+        let f = read_line(line, None).unwrap();
+        let m = f.message.get().unwrap();
+        assert_eq!((m.content, as_str(&m.model)), (None, Some("m")));
+        let f = read_line(line, Some("x")).unwrap();
+        assert_eq!(
+            f.message.get().unwrap().content.map(|c| c.asks_tool),
+            Some(true)
         );
     }
 
@@ -619,12 +642,12 @@ mod tests {
             b"",
         ] {
             assert_eq!(
-                read_line(bad, "x").map(|_| ()),
+                read_line(bad, Some("x")).map(|_| ()),
                 Err(Code::UsageParseFailed),
                 "{bad:?}"
             );
         }
-        assert!(read_line(b" {} \t", "x").is_ok());
+        assert!(read_line(b" {} \t", Some("x")).is_ok());
     }
 
     #[test]
@@ -636,7 +659,7 @@ mod tests {
         line.extend_from_slice(b",\"zeros\":[0");
         line.extend(std::iter::repeat_n(&b",0"[..], 100_000).flatten());
         line.extend_from_slice(b"]}");
-        let f = read_line(&line, "x").unwrap();
+        let f = read_line(&line, Some("x")).unwrap();
         assert_eq!(as_str(&f.kind), Some("user"));
     }
 }

@@ -19,8 +19,8 @@ impl Source for Pi {
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        // pi has no stop marker: no content text is looked at.
-        let obj = read_line(line, "")?;
+        // pi has no stop marker: no content is looked at.
+        let obj = read_line(line, None)?;
         if as_str(&obj.kind) != Some("message") {
             return Ok(None);
         }
