@@ -73,8 +73,9 @@ pub struct Core {
     runs: HashMap<(String, String), Bound>,
     /// Reader capabilities issued at boot, `(business, cap)`.
     pub readers: Vec<(String, String)>,
-    /// Service credentials loaded at start (tokens in memory only).
-    pub credentials: crate::credentials::Credentials,
+    /// Service credentials loaded at start (tokens in memory only), shared
+    /// with the runtime's trusted adapters (`runtime::Runtime::credentials`).
+    pub credentials: std::sync::Arc<crate::credentials::Credentials>,
     /// The requirements file, when one is configured.
     pub requirements: Option<Value>,
     /// The organization file and the harness levels read at start, when

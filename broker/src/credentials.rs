@@ -51,6 +51,14 @@ impl Service {
             Service::Vikunja => "vikunja",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Service> {
+        match s {
+            "gitea" => Some(Service::Gitea),
+            "vikunja" => Some(Service::Vikunja),
+            _ => None,
+        }
+    }
 }
 
 /// One loaded credential.
@@ -211,7 +219,9 @@ fn load_one(
     let date = parse_date(&date_text).ok_or(Code::CredentialDate)?;
     let raw = match (&c.file, &c.env) {
         (Some(path), None) => read_file(path, roots)?,
-        (None, Some(var)) => std::env::var_os(var)
+        // In `mosaic-bus` the variable leaves the environment once read
+        // (`crate::environ`).
+        (None, Some(var)) => crate::environ::credential(var)
             .ok_or(Code::CredentialMissing)?
             .into_encoded_bytes(),
         _ => return Err(Code::InvalidBusiness),
@@ -324,6 +334,57 @@ impl Credentials {
             return Err(Code::CredentialExpired);
         }
         f(l.token.expose()).map_err(|_| Code::ServiceFailed)
+    }
+}
+
+/// The loaded credentials as the host's trusted in-process adapters reach
+/// them: the spec's `runtime.credentials` (3i L241), from
+/// `runtime::Runtime::credentials`. It holds the same tokens as the
+/// writer's `Core` (read once at start, shared, never changed), so a use
+/// runs on the adapter's own thread: a callback that waits on a service
+/// holds up no request.
+#[derive(Clone)]
+pub struct Adapters {
+    loaded: std::sync::Arc<Credentials>,
+    known: crate::tokens::KnownTokens,
+}
+
+impl std::fmt::Debug for Adapters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Adapters({} loaded)", self.loaded.loaded.len())
+    }
+}
+
+impl Adapters {
+    pub fn new(loaded: std::sync::Arc<Credentials>) -> Adapters {
+        let known = crate::tokens::KnownTokens::new(loaded.tokens().map(str::to_string).collect());
+        Adapters { loaded, known }
+    }
+
+    /// `credentials.use('business/instance', service, callback)`: the
+    /// callback alone receives the token (`business/@sync` for the
+    /// business's tracker sync identity), and what it returns comes back.
+    /// Refusals: a service other than `gitea` or `vikunja` is
+    /// `invalid-request`; no such credential `unknown-role`; a Vikunja token
+    /// from midnight UTC of its expiry `credential-expired`; the callback's
+    /// own error (whatever it says) `service-failed`; a returned value that
+    /// holds a loaded token (in a string, key or number, once serialised)
+    /// `known-token`, the value dropped. Nothing is logged or stored.
+    pub fn use_token<T, E>(
+        &self,
+        key: &str,
+        service: &str,
+        callback: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<T, Code>
+    where
+        T: serde::Serialize,
+    {
+        let service = Service::parse(service).ok_or(Code::InvalidRequest)?;
+        let now = crate::store::clock::now_ms();
+        let out = self.loaded.use_token(key, service, now, callback)?;
+        let shown = serde_json::to_value(&out).map_err(|_| Code::ServiceFailed)?;
+        self.known.check(&shown)?;
+        Ok(out)
     }
 }
 

@@ -16,6 +16,7 @@ pub use mosaic_client::views;
 pub mod config;
 pub mod core;
 pub mod credentials;
+pub mod environ;
 /// The refusal codes. `Code` is defined in the std-only wire crate
 /// (`mosaic-wire`, `broker/wire/src/code.rs`) so the client, the shims and
 /// the proof helper share the one list; it is re-exported here so the

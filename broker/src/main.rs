@@ -150,6 +150,10 @@ fn parse_args() -> Result<Args, Option<ExitCode>> {
 }
 
 fn main() -> ExitCode {
+    // First, before anything changes the environment: what it held at exec
+    // is the broker's, and a credential read from it leaves it
+    // (`mosaic_bus::environ`).
+    mosaic_bus::environ::own();
     // Before any thread exists: capabilities and no_new_privs are per thread.
     let hardening = mosaic_bus::hardening::apply();
     // Connection caps are sized from the soft descriptor limit: take all

@@ -31,6 +31,20 @@ pub trait Verifier: Send {
     ) -> Result<(), Code>;
     /// Replaces the known-launch registry.
     fn set_launches(&mut self, launches: &[(i32, u64)]);
+    /// Checks that the process `pid` (started at `start_time`) is a `kind`
+    /// shim at `exe` run by `uid`, as [`Verifier::verify`] would but with
+    /// no nonce: who may send a frame past the ordinary cap. A verifier
+    /// that can't tell says `proof-unavailable`, and the frame is refused.
+    fn verify_peer(
+        &mut self,
+        _kind: ShimKind,
+        _pid: i32,
+        _start_time: u64,
+        _exe: &std::path::Path,
+        _uid: u32,
+    ) -> Result<(), Code> {
+        Err(Code::ProofUnavailable)
+    }
 }
 
 /// Starts a verifier (the proof helper), or `None` when it cannot run.
@@ -56,6 +70,16 @@ enum Job {
     Verify {
         kind: ShimKind,
         proof: Proof,
+        exe: PathBuf,
+        uid: u32,
+        answer: tokio::sync::oneshot::Sender<Result<(), Code>>,
+    },
+    /// A connection's peer, before its frame is in (see
+    /// [`ProofGate::check_peer`]).
+    Peer {
+        kind: ShimKind,
+        pid: i32,
+        start_time: u64,
         exe: PathBuf,
         uid: u32,
         answer: tokio::sync::oneshot::Sender<Result<(), Code>>,
@@ -86,6 +110,16 @@ fn run_jobs(mut verifier: Box<dyn Verifier>, jobs: mpsc::Receiver<Job>) {
                 answer,
             } => {
                 let _ = answer.send(verifier.verify(kind, &proof, &exe, uid));
+            }
+            Job::Peer {
+                kind,
+                pid,
+                start_time,
+                exe,
+                uid,
+                answer,
+            } => {
+                let _ = answer.send(verifier.verify_peer(kind, pid, start_time, &exe, uid));
             }
             Job::Launches(mut set) => {
                 while let Ok(j) = jobs.try_recv() {
@@ -144,6 +178,35 @@ impl ProofGate {
                 let _ = tx.send(Job::Launches(ids));
             }
         })
+    }
+
+    /// Checks that a connection's peer, pinned at accept, is a `kind` shim
+    /// (the helper's checks without the nonce, which is still in the
+    /// unread frame): what lets a frame grow past the ordinary cap. It
+    /// authenticates nothing; the request is checked whole once it is in.
+    pub async fn check_peer(
+        self: &Arc<Self>,
+        kind: ShimKind,
+        pid: i32,
+        start_time: u64,
+    ) -> Result<(), Code> {
+        let exe = match kind {
+            ShimKind::Human => self.config.shims.human.clone(),
+            ShimKind::Tester => self.config.shims.tester.clone(),
+        };
+        let uid = nix::unistd::geteuid().as_raw();
+        let tx = self.jobs.as_ref().ok_or(Code::ProofUnavailable)?;
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tx.send(Job::Peer {
+            kind,
+            pid,
+            start_time,
+            exe,
+            uid,
+            answer,
+        })
+        .map_err(|_| Code::ProofUnavailable)?;
+        answered.await.map_err(|_| Code::ProofUnavailable)?
     }
 
     /// Checks a shim request and returns the session it binds.
@@ -324,6 +387,41 @@ impl Verifier for Proofd {
             ShimKind::Tester => Kind::Tester,
         };
         match client.verify(kind, proof.pid, proof.start_time, &proof.nonce, exe, uid) {
+            Ok(()) => Ok(()),
+            Err(ProofdError::Refused(c)) => {
+                Err(Code::parse(c.as_str()).unwrap_or(Code::ProofUnreadable))
+            }
+            Err(ProofdError::Unavailable) => {
+                tracing::warn!(
+                    code = "proof-unavailable",
+                    "proof helper lost; restarting it"
+                );
+                self.restart();
+                Err(Code::ProofUnavailable)
+            }
+        }
+    }
+
+    fn verify_peer(
+        &mut self,
+        kind: ShimKind,
+        pid: i32,
+        start_time: u64,
+        exe: &Path,
+        uid: u32,
+    ) -> Result<(), Code> {
+        let alive = self.client.as_mut().is_some_and(|c| c.is_alive());
+        if !alive {
+            self.restart();
+        }
+        let Some(client) = self.client.as_mut() else {
+            return Err(Code::ProofUnavailable);
+        };
+        let kind = match kind {
+            ShimKind::Human => Kind::Human,
+            ShimKind::Tester => Kind::Tester,
+        };
+        match client.verify_peer(kind, pid, start_time, exe, uid) {
             Ok(()) => Ok(()),
             Err(ProofdError::Refused(c)) => {
                 Err(Code::parse(c.as_str()).unwrap_or(Code::ProofUnreadable))

@@ -30,6 +30,7 @@ pub struct Runtime {
     ctx: Arc<Ctx>,
     bus: BusDir,
     boot_reply: Value,
+    credentials: crate::credentials::Adapters,
 }
 
 /// Starts a broker: data root, lock, store, launches, readers, socket.
@@ -46,7 +47,7 @@ pub fn start_with(
 ) -> Result<Runtime, Code> {
     let bus = BusDir::acquire(&config.data_root)?;
     match start_locked(config, verifier, &bus) {
-        Ok((writer, thread, rt, shutdown, server, ctx, reply)) => Ok(Runtime {
+        Ok((writer, thread, rt, shutdown, server, ctx, reply, credentials)) => Ok(Runtime {
             writer,
             writer_thread: Some(thread),
             rt: Some(rt),
@@ -55,6 +56,7 @@ pub fn start_with(
             ctx,
             bus,
             boot_reply: reply,
+            credentials,
         }),
         Err(code) => {
             bus.release_lock();
@@ -71,6 +73,7 @@ type Started = (
     tokio::task::JoinHandle<()>,
     Arc<Ctx>,
     Value,
+    crate::credentials::Adapters,
 );
 
 fn start_locked(
@@ -86,7 +89,8 @@ fn start_locked(
         Some(p) => Some(crate::organization::OrgFile::load(p)?.0),
         None => None,
     };
-    let credentials = crate::credentials::Credentials::load(&config)?;
+    let credentials = Arc::new(crate::credentials::Credentials::load(&config)?);
+    let adapters = crate::credentials::Adapters::new(credentials.clone());
     let store = Store::open(&bus.db_path())?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
@@ -138,6 +142,7 @@ fn start_locked(
         proof: gate,
         active: AtomicUsize::new(0),
         admission: Arc::new(server::admission::Admission::from_limit()),
+        readings: Arc::default(),
     });
     tracing::debug!(
         cap = ctx.admission.cap(),
@@ -152,7 +157,7 @@ fn start_locked(
         "readers": readers,
     });
     tracing::info!("broker serving");
-    Ok((writer, thread, rt, shutdown, server, ctx, reply))
+    Ok((writer, thread, rt, shutdown, server, ctx, reply, adapters))
 }
 
 /// A process's start time as `/proc` gives it now (`None`: unreadable),
@@ -287,6 +292,16 @@ impl Runtime {
             code: code.to_string(),
             subject: subject.map(str::to_string),
         }))
+    }
+
+    /// The loaded credentials for the host's trusted in-process adapters
+    /// (the spec's `runtime.credentials`): `credentials().use_token(
+    /// "business/instance", "gitea", |token| ...)` hands the token to that
+    /// callback alone (see [`crate::credentials::Adapters::use_token`]).
+    /// There is no host op for it: a token never leaves the process, and a
+    /// forked host's adapters hold their own references.
+    pub fn credentials(&self) -> &crate::credentials::Adapters {
+        &self.credentials
     }
 
     /// `credentialStatus`: the role's `{service, date, state}` rows (never a

@@ -660,3 +660,99 @@ fn tokens_are_read_once_and_checked_in_every_read_reply() {
         );
     }
 }
+
+/// The broker's children: `(pid, exe file name)`, from `/proc`.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let ppid = after.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_default();
+            out.push((pid, exe));
+        }
+    }
+    out
+}
+
+/// Issue 29, "Also": a credential handed to the broker in its environment
+/// is not inherited by the proof helper (spawned with an empty
+/// environment: before, it got the broker's whole environment, token
+/// included), is not in what `/proc/<broker>/environ` shows (taken out once
+/// read, its bytes zeroed), and is still the broker's: the known-token
+/// check refuses it.
+#[test]
+fn an_environment_credential_leaves_the_broker_s_environment_and_never_reaches_proofd() {
+    let root = data_root();
+    let cfg = config_with(
+        root.path(),
+        json!({"env": "MOSAIC_TEST_GITEA_PM", "rotateBy": far_date()}),
+        json!({"env": ENV_VAR, "expires": far_date()}),
+        None,
+    );
+    let (mut b, reply) = Broker::spawn_with(
+        root.path(),
+        json!({"op": "boot", "config": cfg}),
+        &[
+            (ENV_VAR, VIKUNJA_TOKEN),
+            ("MOSAIC_TEST_GITEA_PM", GITEA_TOKEN),
+        ],
+    );
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let broker = b.child.id();
+    let helpers: Vec<u32> = children_of(broker)
+        .into_iter()
+        .filter(|(_, exe)| exe == "mosaic-proofd")
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(helpers.len(), 1, "the broker's proof helper");
+    // The helper is not made undumpable: its environ is ours to read.
+    let env = std::fs::read(format!("/proc/{}/environ", helpers[0])).expect("proofd's environ");
+    assert!(env.is_empty(), "{:?}", String::from_utf8_lossy(&env));
+
+    // The broker is undumpable, so only a root reader sees its environ at
+    // all; there, the tokens are gone from it.
+    match std::fs::read(format!("/proc/{broker}/environ")) {
+        Ok(env) => {
+            for secret in [GITEA_TOKEN, VIKUNJA_TOKEN] {
+                assert!(
+                    !env.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{secret} in the broker's environ"
+                );
+            }
+            // The rest of its environment is still there.
+            assert!(env.windows(5).any(|w| w == b"PATH="), "PATH kept");
+        }
+        Err(e) => {
+            assert_ne!(nix_euid(), 0, "root reads any environ: {e}");
+            assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        }
+    }
+    // Both tokens are still the broker's known ones.
+    let p = sleeper();
+    let cap = b.bind("pm", "run-env", p.id());
+    assert_eq!(b.call(&cap, "role.claim", Value::Null)["ok"], json!(true));
+    for secret in [GITEA_TOKEN, VIKUNJA_TOKEN] {
+        assert_eq!(
+            b.call(&cap, "message.send", json!({"to": "cto", "body": secret}))["error"],
+            json!("known-token")
+        );
+    }
+    b.close();
+}
+
+fn nix_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}

@@ -1205,3 +1205,138 @@ fn an_interrupted_claude_code_turn_counts_what_it_spent() {
         unknown(&t4, "claude-code", "usage-turn-incomplete")
     );
 }
+
+/// The broker's peak resident size so far (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("VmHWM")
+}
+
+/// A user line `{"type":"user","pad":[0,0,…]}` of `len` bytes and its
+/// newline: no reply, and as a JSON tree millions of values.
+fn pad_line(len: usize) -> Vec<u8> {
+    let mut l = Vec::with_capacity(len + 1);
+    l.extend_from_slice(br#"{"type":"user","pad":[0"#);
+    while l.len() + 2 + 2 <= len {
+        l.extend_from_slice(b",0");
+    }
+    l.extend_from_slice(b"]}\n");
+    l
+}
+
+/// `usage.end {turn}` from `n` connections at once; their replies.
+fn ends_at_once(socket: &Path, cap: &str, turn: &str, n: usize) -> Vec<Value> {
+    let line = format!(
+        "{}\n",
+        json!({"cap": cap, "verb": "usage.end", "args": {"turn": turn}})
+    );
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(|| {
+                    use std::io::Read;
+                    let mut c = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+                    // Only a hang reaches this.
+                    c.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+                        .expect("timeout");
+                    c.write_all(line.as_bytes()).expect("send");
+                    c.shutdown(std::net::Shutdown::Write).expect("half-close");
+                    let mut out = String::new();
+                    c.read_to_string(&mut out).expect("reply");
+                    serde_json::from_str::<Value>(out.trim()).expect("reply is JSON")
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().expect("call")).collect()
+    })
+}
+
+/// Issue 29 item 2: a bound agent appends a 12 MiB and a 60 MiB line of
+/// zeros to its transcript and fires four `usage.end` at once. Each line
+/// used to be parsed into a JSON tree first (a gigabyte for the 60 MiB
+/// one) and every call read the turn itself (four times that). Now a line
+/// is read without a tree, one line at a time under the 16 MiB cap, and
+/// the run's calls share one reading: the broker's peak resident size
+/// grows by less than 128 MiB, the four answers are one record, a line
+/// under the cap leaves the turn countable and one over it settles the
+/// turn `usage-transcript-too-large`.
+#[test]
+fn huge_transcript_lines_cost_the_broker_bounded_memory_and_concurrent_ends_one_reading() {
+    let root = data_root();
+    let files = tempfile::tempdir().expect("tempdir");
+    let t = files.path().join("s.jsonl");
+    let procs: Vec<Sleeper> = (0..2).map(|_| sleeper()).collect();
+    let mut b = Broker::start(root.path());
+    let (pm, dev) = bind_pm_and_dev(&mut b, &procs, &t);
+    let before = peak_kib(b.child.id());
+
+    // A 12 MiB line (under the cap), then the turn's closing reply: known.
+    let turn = delivered_turn(&b, &pm, &dev);
+    res(&b.call(&dev, "usage.begin", json!({"turn": turn})));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&t)
+        .unwrap();
+    f.write_all(&pad_line(12 << 20)).unwrap();
+    append(&t, &[cc("m1", [4, 3, 2, 1], json!("end_turn"), "text")]);
+    let ends = ends_at_once(&b.socket, &dev, &turn, 4);
+    let want = known(
+        &turn,
+        "claude-code",
+        json!("acct-r"),
+        "claude-sonnet-4-5",
+        "anthropic",
+        [json!(4), json!(3), json!(2), json!(1)],
+    );
+    for e in &ends {
+        assert_eq!(res(e), &want, "{e}");
+    }
+
+    // The next turn appends the 12 MiB line again and a 60 MiB one: over
+    // the line cap, so the turn is unknown, for all four calls alike.
+    res(&b.call(&pm, "message.send", json!({"to": "dev", "body": "more"})));
+    let got = res(&b.call(&dev, "message.receive", Value::Null)).clone();
+    let turn2 = got["messages"][0]["id"].as_str().unwrap().to_string();
+    res(&b.call(&dev, "usage.begin", json!({"turn": turn2})));
+    f.write_all(&pad_line(12 << 20)).unwrap();
+    f.write_all(&pad_line(60 << 20)).unwrap();
+    drop(f);
+    let ends = ends_at_once(&b.socket, &dev, &turn2, 4);
+    for e in &ends {
+        assert_eq!(
+            res(e),
+            &unknown(&turn2, "claude-code", "usage-transcript-too-large"),
+            "{e}"
+        );
+    }
+
+    let after = peak_kib(b.child.id());
+    eprintln!("broker peak resident size: {before} KiB before, {after} KiB after");
+    assert!(
+        after.saturating_sub(before) < 128 << 10,
+        "the broker's peak resident size grew from {before} KiB to {after} KiB"
+    );
+    // Tighter: within two lines' worth (the cap is 16 MiB), so one reading
+    // at a time. Four calls each reading the 12 MiB line for themselves
+    // took the peak up by about 66 MiB; one reading, by about 17 MiB.
+    assert!(
+        after.saturating_sub(before) < 32 << 10,
+        "one reading at a time: the peak grew from {before} KiB to {after} KiB"
+    );
+    // One outcome per turn, however many calls.
+    let n: i64 = db(root.path())
+        .query_row(
+            "SELECT count(*) FROM usage_records WHERE kind <> 'baseline'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 2);
+    b.close();
+}

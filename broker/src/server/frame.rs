@@ -15,7 +15,10 @@ pub use mosaic_wire::limits::{
 /// How many frames may be past the ordinary cap at once, across every
 /// connection. Only the human's editor sends such frames, one save at a
 /// time, so a few slots are plenty; the bound keeps a flood of large frames
-/// to a few MiB instead of the save cap times the connection cap.
+/// to a few MiB instead of the save cap times the connection cap. A frame
+/// takes a slot only once its peer was let past the cap (the caller's
+/// `admit`: the server lets only the human shim's process through), so a
+/// process that is no shim can't take them (issue 29).
 pub const LARGE_FRAME_SLOTS: usize = 8;
 
 static LARGE_FRAMES: AtomicUsize = AtomicUsize::new(0);
@@ -58,15 +61,22 @@ pub struct Frame {
 /// judged by its verb afterwards (the one verb allowed a larger envelope,
 /// [`mosaic_wire::limits::SAVE_VERB`]: the caller checks). Once past `max`,
 /// a frame that ends badly (EOF, the deadline) is `request-too-large`: it
-/// was over every other verb's cap already. Growing past `max` takes one of
-/// the [`LARGE_FRAME_SLOTS`]; with none free the frame is
-/// `request-too-large` at once.
-pub async fn read_frame<R: AsyncReadExt + Unpin>(
+/// was over every other verb's cap already. Growing past `max` is first
+/// put to `admit` (once; the read waits for its answer, within the
+/// deadline), then takes one of the [`LARGE_FRAME_SLOTS`]; refused, or
+/// with no slot free, the frame is `request-too-large` at once.
+pub async fn read_frame<R, A, F>(
     r: &mut R,
     max: usize,
     max_large: usize,
     deadline: Duration,
-) -> Result<Frame, Code> {
+    admit: A,
+) -> Result<Frame, Code>
+where
+    R: AsyncReadExt + Unpin,
+    A: FnOnce() -> F,
+    F: std::future::Future<Output = bool>,
+{
     let over = |buf: &Vec<u8>, code: Code| {
         if buf.len() >= max {
             Code::RequestTooLarge
@@ -76,6 +86,7 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
     };
     let mut buf = Vec::with_capacity(1024);
     let mut slot = None;
+    let mut admit = Some(admit);
     let work = async {
         loop {
             // Up to 8 KiB per read, straight into the buffer: no chunk array
@@ -106,6 +117,13 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
                 return Err(Code::RequestTooLarge);
             }
             if buf.len() >= max && slot.is_none() {
+                let admitted = match admit.take() {
+                    Some(admit) => admit().await,
+                    None => false,
+                };
+                if !admitted {
+                    return Err(Code::RequestTooLarge);
+                }
                 slot = Some(LargeSlot::take().ok_or(Code::RequestTooLarge)?);
             }
         }
@@ -126,8 +144,16 @@ mod tests {
     const LARGE: usize = 1024 * 1024 + MAX;
     const LONG: Duration = Duration::from_secs(60);
 
+    async fn yes() -> bool {
+        true
+    }
+
+    /// The slots are process-wide: the tests that count them take turns.
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     #[tokio::test(flavor = "current_thread")]
     async fn frames_past_the_ordinary_cap_share_a_bounded_number_of_slots() {
+        let _serial = SERIAL.lock().await;
         let pending = vec![b'p'; MAX + 8192];
         // Eight unfinished frames past the cap take every slot.
         let mut writers = Vec::new();
@@ -137,7 +163,7 @@ mod tests {
             w.write_all(&pending).await.unwrap();
             writers.push(w);
             readers.push(tokio::spawn(async move {
-                read_frame(&mut r, MAX, LARGE, LONG)
+                read_frame(&mut r, MAX, LARGE, LONG, yes)
                     .await
                     .map(|f| f.bytes.len())
             }));
@@ -150,13 +176,13 @@ mod tests {
         let (mut w, mut r) = tokio::io::duplex(4 * MAX);
         w.write_all(&pending).await.unwrap();
         assert_eq!(
-            read_frame(&mut r, MAX, LARGE, LONG).await.unwrap_err(),
+            read_frame(&mut r, MAX, LARGE, LONG, yes).await.unwrap_err(),
             Code::RequestTooLarge
         );
         // A frame under the cap needs no slot.
         let (mut w2, mut r2) = tokio::io::duplex(4 * MAX);
         w2.write_all(b"{}\n").await.unwrap();
-        let small = read_frame(&mut r2, MAX, LARGE, LONG).await.unwrap();
+        let small = read_frame(&mut r2, MAX, LARGE, LONG, yes).await.unwrap();
         assert_eq!(
             (small.bytes.as_slice(), small.slot.is_none()),
             (&b"{}"[..], true)
@@ -171,7 +197,7 @@ mod tests {
         let (mut w3, mut r3) = tokio::io::duplex(4 * MAX);
         w3.write_all(&pending).await.unwrap();
         w3.write_all(b"\n").await.unwrap();
-        let big = read_frame(&mut r3, MAX, LARGE, LONG).await.unwrap();
+        let big = read_frame(&mut r3, MAX, LARGE, LONG, yes).await.unwrap();
         assert_eq!((big.bytes.len(), big.slot.is_some()), (pending.len(), true));
         assert_eq!(LARGE_FRAMES.load(Ordering::Acquire), LARGE_FRAME_SLOTS);
         drop(big);
@@ -181,5 +207,50 @@ mod tests {
             assert_eq!(r.await.unwrap().unwrap_err(), Code::RequestTooLarge);
         }
         assert_eq!(LARGE_FRAMES.load(Ordering::Acquire), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_frame_goes_past_the_cap_only_when_admitted_and_is_asked_once() {
+        let _serial = SERIAL.lock().await;
+        use std::sync::atomic::AtomicUsize;
+        let asked = AtomicUsize::new(0);
+        let ask = |answer: bool| {
+            let asked = &asked;
+            move || async move {
+                asked.fetch_add(1, Ordering::SeqCst);
+                answer
+            }
+        };
+        // Under the cap: never asked.
+        let (mut w, mut r) = tokio::io::duplex(4 * MAX);
+        w.write_all(b"{}\n").await.unwrap();
+        assert!(read_frame(&mut r, MAX, LARGE, LONG, ask(false))
+            .await
+            .is_ok());
+        assert_eq!(asked.load(Ordering::SeqCst), 0);
+        // Past it and refused: too large at once, no slot taken, though
+        // the writer is still open and under the save verb's cap.
+        let before = LARGE_FRAMES.load(Ordering::Acquire);
+        let (mut w, mut r) = tokio::io::duplex(4 * MAX);
+        w.write_all(&vec![b'p'; MAX + 8192]).await.unwrap();
+        assert_eq!(
+            read_frame(&mut r, MAX, LARGE, LONG, ask(false))
+                .await
+                .unwrap_err(),
+            Code::RequestTooLarge
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        assert_eq!(LARGE_FRAMES.load(Ordering::Acquire), before);
+        // Admitted: asked once however many reads follow, and it holds
+        // a slot.
+        let (mut w, mut r) = tokio::io::duplex(4 * MAX);
+        w.write_all(&vec![b'p'; 3 * MAX]).await.unwrap();
+        w.write_all(b"\n").await.unwrap();
+        let f = read_frame(&mut r, MAX, LARGE, LONG, ask(true))
+            .await
+            .unwrap();
+        assert_eq!((f.bytes.len(), f.slot.is_some()), (3 * MAX, true));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        drop(w);
     }
 }

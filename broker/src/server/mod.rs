@@ -36,6 +36,9 @@ pub struct Ctx {
     pub active: AtomicUsize,
     /// Bounds open connections by shedding the oldest idle one.
     pub admission: Arc<admission::Admission>,
+    /// The runs whose transcript a usage call is reading now: one reading
+    /// per run at a time (`crate::usage::shared`).
+    pub readings: Arc<crate::usage::shared::Readings>,
 }
 
 /// Most open connections at which a request offers the writer thread its
@@ -123,26 +126,84 @@ impl Peer {
         if self.pid.is_none() {
             return Err(Code::ProofPid);
         }
-        self.accepted.pin(stream).map_err(|e| match e {
-            ProcError::Unsupported => Code::PeerPinUnsupported,
-            ProcError::Gone | ProcError::Changed => Code::ProofStartTime,
-            _ => Code::ProofUnreadable,
-        })
+        self.accepted.pin(stream).map_err(pin_code)
     }
+
+    /// Takes the pin now (where accept left it to the kernel) and keeps it
+    /// for the request: a frame's peer is checked before the frame is in
+    /// ([`may_grow`]).
+    fn pin_now(&mut self, stream: &UnixStream) -> Result<&PeerPin, Code> {
+        if self.pid.is_none() {
+            return Err(Code::ProofPid);
+        }
+        if let AcceptedPeer::Kernel(_) = self.accepted {
+            let left = std::mem::replace(&mut self.accepted, AcceptedPeer::Failed(ProcError::Gone));
+            self.accepted = match left.pin(stream) {
+                Ok(p) => AcceptedPeer::Pinned(p),
+                Err(e) => AcceptedPeer::Failed(e),
+            };
+        }
+        match &self.accepted {
+            AcceptedPeer::Pinned(p) => Ok(p),
+            AcceptedPeer::Failed(e) => Err(pin_code(*e)),
+            AcceptedPeer::Kernel(_) => Err(Code::ProofUnreadable),
+        }
+    }
+}
+
+/// What a shim request gets for a pin that failed.
+fn pin_code(e: ProcError) -> Code {
+    match e {
+        ProcError::Unsupported => Code::PeerPinUnsupported,
+        ProcError::Gone | ProcError::Changed => Code::ProofStartTime,
+        _ => Code::ProofUnreadable,
+    }
+}
+
+/// Whether a frame may grow past the ordinary cap: only the human's editor
+/// sends one (the save verb, which only the human may call), so only a
+/// peer the proof helper finds to be the human shim, outside every managed
+/// run and agent session, gets past it; anyone else's frame is
+/// `request-too-large` there and never takes one of the few large-frame
+/// slots (issue 29: eight unauthenticated connections holding half a frame
+/// each took them all and the human's save was refused). The check is the
+/// proof's without the nonce, which is still in the unread frame: it
+/// authenticates nothing, the whole request is checked once it is in.
+async fn may_grow(ctx: &Ctx, peer: &mut Peer, stream: &UnixStream) -> bool {
+    let Some(pid) = peer.pid else {
+        return false;
+    };
+    let Ok(pin) = peer.pin_now(stream) else {
+        return false;
+    };
+    let Ok(start_time) = pin.start_time() else {
+        return false;
+    };
+    let checked = ctx
+        .proof
+        .check_peer(crate::server::envelope::ShimKind::Human, pid, start_time)
+        .await;
+    // The process checked must still be the peer.
+    checked.is_ok() && pin.is_alive()
 }
 
 async fn handle(mut stream: UnixStream, ctx: &Ctx, mut ticket: admission::Ticket) {
     // Peer identity comes from the kernel before any byte is parsed.
-    let peer = Peer::at_accept(&stream);
-    let frame = tokio::select! {
-        read = frame::read_frame(
-            &mut stream,
-            frame::MAX_REQUEST,
-            frame::MAX_SAVE_REQUEST,
-            frame::FRAME_DEADLINE,
-        ) => read,
-        // Shed to make room for a newer connection: as if its deadline came.
-        _ = &mut ticket.shed => Err(Code::RequestTimeout),
+    let mut peer = Peer::at_accept(&stream);
+    let frame = {
+        let (mut read, write) = stream.split();
+        let (sock, peer) = (write.as_ref(), &mut peer);
+        tokio::select! {
+            read = frame::read_frame(
+                &mut read,
+                frame::MAX_REQUEST,
+                frame::MAX_SAVE_REQUEST,
+                frame::FRAME_DEADLINE,
+                || may_grow(ctx, peer, sock),
+            ) => read,
+            // Shed to make room for a newer connection: as if its deadline came.
+            _ = &mut ticket.shed => Err(Code::RequestTimeout),
+        }
     };
     ticket.spoke();
     let answer = match frame {
@@ -270,6 +331,9 @@ async fn staged(
         None
     };
     let (c, v) = (caller.clone(), verb.clone());
+    // A usage call may have to start again after waiting for another call
+    // of its run (`usage_job`): it needs its arguments again then.
+    let again = crate::verbs::usage_is_staged(&verb).then(|| args.clone());
     let staged = match ctx
         .writer
         .run(move |core| verbs::prepare_staged(core, &c, &v, args))
@@ -317,13 +381,7 @@ async fn staged(
             }
         }
         verbs::Staged::Usage(job) => {
-            let lost = job.lost();
-            let worked = tokio::task::spawn_blocking(move || job.run(budget))
-                .await
-                .unwrap_or(lost);
-            ctx.writer
-                .run(move |core| verbs::finish_usage(core, &caller, &verb, worked))
-                .await
+            usage_job(ctx, caller, verb, again.flatten(), job, budget).await
         }
     };
     match finished {
@@ -331,6 +389,56 @@ async fn staged(
         Err(_) if committed => Answer::Reply(refusal(Code::OutcomeUnknown, id)),
         Ok(Err(code)) | Err(code) => Answer::Reply(refusal(code, id)),
     }
+}
+
+/// A usage call's reading and its record. Only one reading of a run's
+/// transcript runs at a time (`crate::usage::shared`): a call that finds
+/// another of its run reading waits for it to finish, then is prepared
+/// again on the writer, where a call on the same turn now finds that
+/// call's record and answers it without reading anything. The lead is held
+/// until the record is written, so a waiter never reads a turn its leader
+/// is about to record.
+async fn usage_job(
+    ctx: &Ctx,
+    caller: crate::core::Caller,
+    verb: String,
+    args: Option<serde_json::Map<String, Value>>,
+    mut job: verbs::UsageJob,
+    budget: crate::budget::Budget,
+) -> Result<Result<Value, Code>, Code> {
+    use crate::usage::shared::{finished, Entered};
+    let lead = loop {
+        let Some(run) = job.reads() else {
+            break None;
+        };
+        match ctx.readings.enter(run) {
+            Entered::Lead(lead) => break Some(lead),
+            Entered::Wait(done) => {
+                finished(done).await;
+                let (c, v, a) = (caller.clone(), verb.clone(), args.clone());
+                match ctx
+                    .writer
+                    .run(move |core| verbs::prepare_staged(core, &c, &v, a))
+                    .await
+                {
+                    Ok(Ok(verbs::Staged::Usage(again))) => job = again,
+                    // The same verb prepares the same kind of job.
+                    Ok(Ok(verbs::Staged::Project(_))) => return Err(Code::StorageUnavailable),
+                    Ok(Err(code)) | Err(code) => return Ok(Err(code)),
+                }
+            }
+        }
+    };
+    let lost = job.lost();
+    let worked = tokio::task::spawn_blocking(move || job.run(budget))
+        .await
+        .unwrap_or(lost);
+    let finished = ctx
+        .writer
+        .run(move |core| verbs::finish_usage(core, &caller, &verb, worked))
+        .await;
+    drop(lead);
+    finished
 }
 
 /// Runs a verb on the writer thread. Its reply is sent only once its batch

@@ -6,10 +6,9 @@
 //! block), so the id is what counts once. Every other line type (user
 //! input, tool results, summaries, system lines) carries no usage.
 
-use super::json::{count, object, object_at, reply_id};
+use super::json::{as_str, count, read_line, reply_id, Scalar};
 use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
-use serde_json::Value;
 
 pub struct ClaudeCode;
 
@@ -19,37 +18,40 @@ const PROVIDER: &str = "anthropic";
 /// an interruption): no provider or model to charge.
 const SYNTHETIC: &str = "<synthetic>";
 
+/// The text Claude Code writes as a user line when a turn is stopped:
+/// `[Request interrupted by user]`, or `… for tool use]` when a tool was
+/// running. A user line is the stop marker when its `message.content` (a
+/// string, or a text block of it) starts with this.
+const INTERRUPTED: &str = "[Request interrupted by user";
+
 impl Source for ClaudeCode {
     fn name(&self) -> &'static str {
         "claude-code"
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        let obj = object(line)?;
-        let sidechain = obj.get("isSidechain").and_then(Value::as_bool) == Some(true);
-        match obj.get("type").and_then(Value::as_str) {
+        let obj = read_line(line, Some(INTERRUPTED))?;
+        let sidechain = obj.sidechain == Some(Scalar::Bool(true));
+        let content = obj.message.get().and_then(|m| m.content);
+        match as_str(&obj.kind) {
             Some("assistant") => {}
-            Some("user") if interrupted(&obj) => return Ok(Some(Line::Interrupted { sidechain })),
+            Some("user") if content.is_some_and(|c| c.marked) => {
+                return Ok(Some(Line::Interrupted { sidechain }))
+            }
             _ => return Ok(None),
         }
-        let msg = object_at(&obj, "message")?;
-        let id = reply_id(msg.get("id"))?;
-        let usage = object_at(msg, "usage")?;
+        let msg = obj.message.required()?;
+        let id = reply_id(&msg.id)?;
+        let usage = msg.usage.required()?;
         let tokens = Tokens {
-            input: count(usage.get("input_tokens"), false)?,
-            output: count(usage.get("output_tokens"), false)?,
-            cache_write: count(usage.get("cache_creation_input_tokens"), true)?,
-            cache_read: count(usage.get("cache_read_input_tokens"), true)?,
+            input: count(&usage.input_tokens, false)?,
+            output: count(&usage.output_tokens, false)?,
+            cache_write: count(&usage.cache_creation_input_tokens, true)?,
+            cache_read: count(&usage.cache_read_input_tokens, true)?,
         };
-        let stop = msg.get("stop_reason").and_then(Value::as_str);
-        let asks_tool = msg
-            .get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-            });
-        let model = msg.get("model").and_then(Value::as_str);
+        let stop = as_str(&msg.stop_reason);
+        let asks_tool = content.is_some_and(|c| c.asks_tool);
+        let model = as_str(&msg.model);
         let synthetic = model == Some(SYNTHETIC);
         Ok(Some(Line::Reply(Entry {
             id: id.to_string(),
@@ -65,30 +67,11 @@ impl Source for ClaudeCode {
     }
 }
 
-/// The text Claude Code writes as a user line when a turn is stopped:
-/// `[Request interrupted by user]`, or `… for tool use]` when a tool was
-/// running.
-const INTERRUPTED: &str = "[Request interrupted by user";
-
-/// A user line that is Claude Code's stop marker: its content (a string,
-/// or a text block of it) starts with [`INTERRUPTED`].
-fn interrupted(obj: &serde_json::Map<String, Value>) -> bool {
-    let starts = |t: Option<&str>| t.is_some_and(|t| t.starts_with(INTERRUPTED));
-    match obj.get("message").and_then(|m| m.get("content")) {
-        Some(Value::String(t)) => starts(Some(t)),
-        Some(Value::Array(blocks)) => blocks.iter().any(|b| {
-            b.get("type").and_then(Value::as_str) == Some("text")
-                && starts(b.get("text").and_then(Value::as_str))
-        }),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::transcript::Part;
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
     use std::collections::HashSet;
 
     fn line(id: &str, usage: Value, stop: Value, content: Value) -> String {

@@ -9,15 +9,17 @@
 //! `usage-*` codes, which the verbs record as the turn's unknown outcome.
 
 pub mod claude_code;
+pub mod json;
 pub mod pi;
 pub mod prefilter;
+pub mod shared;
 pub mod transcript;
 
 use crate::budget::Budget;
 use crate::error::Code;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use transcript::{Baseline, Part};
+use transcript::{Baseline, Part, Tailed};
 
 pub use crate::policy::usage::Tokens;
 
@@ -109,51 +111,14 @@ pub(crate) fn bounded_name(s: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// What the sources read of a transcript line; anything off is
-/// `usage-parse-failed`.
-pub(crate) mod json {
-    use crate::error::Code;
-    use serde_json::{Map, Value};
-
-    /// The line as a JSON object.
-    pub fn object(line: &[u8]) -> Result<Map<String, Value>, Code> {
-        match serde_json::from_slice(line) {
-            Ok(Value::Object(m)) => Ok(m),
-            _ => Err(Code::UsageParseFailed),
-        }
-    }
-
-    /// The object under `key`.
-    pub fn object_at<'a>(
-        obj: &'a Map<String, Value>,
-        key: &str,
-    ) -> Result<&'a Map<String, Value>, Code> {
-        obj.get(key)
-            .and_then(Value::as_object)
-            .ok_or(Code::UsageParseFailed)
-    }
-
-    /// A reply id: a string of 1 to 256 bytes.
-    pub fn reply_id(v: Option<&Value>) -> Result<&str, Code> {
-        v.and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.len() <= 256)
-            .ok_or(Code::UsageParseFailed)
-    }
-
-    /// A token count: a non-negative integer up to 2^63-1; an `optional`
-    /// one may be absent or null (0: Claude Code's API leaves the cache
-    /// counts out when no cache was used).
-    pub fn count(v: Option<&Value>, optional: bool) -> Result<u64, Code> {
-        match v {
-            None | Some(Value::Null) if optional => Ok(0),
-            Some(n) => n
-                .as_u64()
-                .filter(|n| *n <= super::COUNT_MAX)
-                .ok_or(Code::UsageParseFailed),
-            None => Err(Code::UsageParseFailed),
-        }
-    }
-}
+/// At most this many replies (distinct ids) in one turn; more settles the
+/// turn `usage-transcript-too-large`. With [`TURN_EVENTS_MAX`] and the
+/// line cap, what a turn's end holds is bounded whatever the transcript
+/// says (a real turn has tens, a long agentic one a few thousand).
+pub const TURN_REPLIES_MAX: usize = 1 << 14;
+/// At most this many reply and stop lines in one turn, a streamed reply's
+/// consecutive lines counted once; more is `usage-transcript-too-large`.
+pub const TURN_EVENTS_MAX: usize = 1 << 16;
 
 /// Sums what a turn appended (`parts`, whole lines per file). Each reply
 /// counts once, by its id over all files (the last line of an id holds its
@@ -166,13 +131,36 @@ pub(crate) mod json {
 /// the turn's last reply that names a model, the session's own before a
 /// subagent's (a turn that mixed models is recorded under the last one; a
 /// reply the harness wrote itself, such as Claude Code's `<synthetic>` API
-/// error, names none and does not take the turn's model away).
+/// error, names none and does not take the turn's model away). A line past
+/// [`transcript::LINE_MAX`] is `usage-transcript-too-large`.
 pub fn outcome_of(
     source: &dyn Source,
     parts: &[Part],
     charged: &HashSet<String>,
 ) -> Result<Reading, Code> {
-    Turn::read(source, parts).outcome(charged)
+    let mut turn = Turn::new();
+    for part in parts {
+        turn.take(
+            source,
+            Tailed::Part {
+                subagent: part.subagent,
+                fresh: part.fresh,
+            },
+        );
+        for line in lines_of(&part.bytes) {
+            let piece = if line.len() > transcript::LINE_MAX {
+                Tailed::Long
+            } else {
+                Tailed::Line(line)
+            };
+            turn.take(source, piece);
+        }
+    }
+    let charged = charged
+        .iter()
+        .filter_map(|id| turn.ids.get(id.as_str()).copied())
+        .collect();
+    turn.outcome(&charged)
 }
 
 /// The lines of `bytes` split at each newline, as `split` would (the
@@ -189,79 +177,142 @@ fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// What one line of a turn said, in order, as [`Turn::outcome`] needs it
 /// once it knows which ids the history held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
-    /// A line of the reply `id` (an index into [`Turn::ids`]); `own`: the
-    /// session's (not a subagent's); `named`: this line names a model.
+    /// A line of the reply `id` (an index into [`Turn::replies`]); `own`:
+    /// the session's (not a subagent's); `named`: this line names a model.
     Reply { id: usize, own: bool, named: bool },
     /// The harness wrote that the turn was stopped; `own` as above.
     Stopped { own: bool },
 }
 
-/// A turn's appended lines, each parsed once: `usage.end` needs the reply
-/// ids before it can look them up in the history, and the sums after.
-/// Memory follows the replies: one entry per id (the last line's) and a
-/// small event per reply or stop line; other lines leave nothing.
+/// One reply of a turn: its last line's reading.
+struct Reply {
+    tokens: Tokens,
+    provider: Option<Box<str>>,
+    model: Option<Box<str>>,
+    /// It ends the turn (asks for no tool).
+    last: bool,
+}
+
+/// A turn's appended lines, each parsed once as it streams by: `usage.end`
+/// needs the reply ids before it can look them up in the history, and the
+/// sums after. Memory follows the replies, within [`TURN_REPLIES_MAX`] and
+/// [`TURN_EVENTS_MAX`]: one entry per id (the last line's) and a small
+/// event per reply or stop line; other lines leave nothing.
 struct Turn {
-    /// Each reply id, by first appearance, with its last line's entry.
-    ids: HashMap<String, usize>,
-    entries: Vec<Entry>,
+    /// Each reply id, with its index in `replies` (by first appearance).
+    ids: HashMap<Box<str>, usize>,
+    replies: Vec<Reply>,
     /// Per part, its events in order.
     events: Vec<Vec<Event>>,
-    /// The first line the source could not read: the turn's outcome.
+    /// Events over all parts.
+    counted: usize,
+    /// The part being read is a subagent's file.
+    subagent: bool,
+    /// The first line that could not be read: the turn's outcome. Nothing
+    /// after it is parsed.
     failed: Option<Code>,
 }
 
 impl Turn {
-    fn read<'a>(source: &dyn Source, parts: impl IntoIterator<Item = &'a Part>) -> Turn {
-        let mut t = Turn {
+    fn new() -> Turn {
+        Turn {
             ids: HashMap::new(),
-            entries: Vec::new(),
+            replies: Vec::new(),
             events: Vec::new(),
+            counted: 0,
+            subagent: false,
             failed: None,
-        };
-        for part in parts {
-            let mut events = Vec::new();
-            for line in lines_of(&part.bytes) {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                match source.entry(line) {
-                    Ok(Some(Line::Reply(e))) => {
-                        let own = !part.subagent && !e.sidechain;
-                        let named = e.model.is_some();
-                        let id = match t.ids.get(&e.id) {
-                            Some(&i) => {
-                                t.entries[i] = e;
-                                i
-                            }
-                            None => {
-                                t.ids.insert(e.id.clone(), t.entries.len());
-                                t.entries.push(e);
-                                t.entries.len() - 1
-                            }
-                        };
-                        events.push(Event::Reply { id, own, named });
-                    }
-                    Ok(Some(Line::Interrupted { sidechain })) => events.push(Event::Stopped {
-                        own: !part.subagent && !sidechain,
-                    }),
-                    Ok(None) => {}
-                    Err(c) => {
-                        t.failed.get_or_insert(c);
+        }
+    }
+
+    /// Takes what reading the turn handed on.
+    fn take(&mut self, source: &dyn Source, t: Tailed<'_>) {
+        match t {
+            Tailed::Part { subagent, .. } => {
+                self.events.push(Vec::new());
+                self.subagent = subagent;
+            }
+            Tailed::Long => {
+                self.failed.get_or_insert(Code::UsageTranscriptTooLarge);
+            }
+            Tailed::Line(line) => {
+                if self.failed.is_none() && !line.iter().all(u8::is_ascii_whitespace) {
+                    if let Err(c) = self.line(source, line) {
+                        self.failed = Some(c);
                     }
                 }
             }
-            t.events.push(events);
         }
-        t
     }
 
-    /// The reading (see [`outcome_of`]), the replies in `charged` left out.
-    fn outcome(&self, charged: &HashSet<String>) -> Result<Reading, Code> {
+    fn line(&mut self, source: &dyn Source, line: &[u8]) -> Result<(), Code> {
+        let event = match source.entry(line)? {
+            Some(Line::Reply(e)) => {
+                let reply = Reply {
+                    tokens: e.tokens,
+                    provider: e.provider.map(String::into_boxed_str),
+                    model: e.model.map(String::into_boxed_str),
+                    last: e.last,
+                };
+                let named = reply.model.is_some();
+                let id = match self.ids.get(e.id.as_str()) {
+                    Some(&i) => {
+                        self.replies[i] = reply;
+                        i
+                    }
+                    None => {
+                        if self.replies.len() >= TURN_REPLIES_MAX {
+                            return Err(Code::UsageTranscriptTooLarge);
+                        }
+                        let i = self.replies.len();
+                        self.ids.insert(e.id.into_boxed_str(), i);
+                        self.replies.push(reply);
+                        i
+                    }
+                };
+                let own = !self.subagent && !e.sidechain;
+                Event::Reply { id, own, named }
+            }
+            Some(Line::Interrupted { sidechain }) => Event::Stopped {
+                own: !self.subagent && !sidechain,
+            },
+            None => return Ok(()),
+        };
+        let Some(events) = self.events.last_mut() else {
+            return Ok(());
+        };
+        // A streamed reply's lines follow each other: one event holds them.
+        if let (
+            Some(Event::Reply { id, own, named }),
+            Event::Reply {
+                id: i,
+                own: o,
+                named: n,
+            },
+        ) = (events.last_mut(), event)
+        {
+            if *id == i && *own == o {
+                *named |= n;
+                return Ok(());
+            }
+        }
+        if self.counted >= TURN_EVENTS_MAX {
+            return Err(Code::UsageTranscriptTooLarge);
+        }
+        self.counted += 1;
+        events.push(event);
+        Ok(())
+    }
+
+    /// The reading (see [`outcome_of`]), the replies in `charged` (indices
+    /// into `replies`) left out.
+    fn outcome(&self, charged: &HashSet<usize>) -> Result<Reading, Code> {
         if let Some(c) = self.failed {
             return Err(c);
         }
-        let counts = |id: usize| !charged.contains(&self.entries[id].id);
+        let counts = |id: usize| !charged.contains(&id);
         // Per session file that gained a reply of its own: its last one,
         // and whether the turn was stopped after it.
         let mut closers: Vec<(usize, bool)> = Vec::new();
@@ -295,18 +346,23 @@ impl Turn {
             return Err(Code::UsageTurnIncomplete);
         }
         for &(id, stopped) in &closers {
-            if !stopped && !self.entries[id].last {
+            if !stopped && !self.replies[id].last {
                 return Err(Code::UsageTurnIncomplete);
             }
         }
         let closing = named_own
             .or(named_side)
-            .map(|id| &self.entries[id])
-            .map(|e| (e.provider.clone(), e.model.clone()));
+            .map(|id| &self.replies[id])
+            .map(|r| {
+                (
+                    r.provider.as_deref().map(str::to_string),
+                    r.model.as_deref().map(str::to_string),
+                )
+            });
         let (provider, model) = closing.unwrap_or_default();
         let mut tokens = Tokens::default();
-        for (_, e) in self.entries.iter().enumerate().filter(|(i, _)| counts(*i)) {
-            add(&mut tokens, &e.tokens)?;
+        for (_, r) in self.replies.iter().enumerate().filter(|(i, _)| counts(*i)) {
+            add(&mut tokens, &r.tokens)?;
         }
         Ok(Reading {
             provider,
@@ -335,26 +391,28 @@ pub fn end(
     let source = source_for(harness).ok_or(Code::UsageSourceAbsent)?;
     let path = transcript.ok_or(Code::UsageSourceAbsent)?;
     let baseline = baseline.ok_or(Code::UsageBaselineMissing)?;
-    let files = transcript::open_turn(path, baseline, budget)?;
-    let turn = Turn::read(source, files.parts());
+    let mut turn = Turn::new();
+    let files = transcript::open_turn(path, baseline, budget, &mut |t| turn.take(source, t))?;
     // The turn's reply ids the history (the baselined bytes, read anyway
     // to see a rewrite) already holds: those replies were written before
     // the turn (a resumed or forked session copies them into a new file).
     // Only the turn's ids are kept, so memory follows the turn; a history
     // line is parsed only when its bytes may hold one of them
-    // (`prefilter`), and one the source can't read is no reply.
+    // (`prefilter`), and one the source can't read is no reply. A turn
+    // already settled by a line it could not read needs no lookup.
     let mut charged = HashSet::new();
-    if turn.ids.is_empty() {
+    if turn.failed.is_some() || turn.ids.is_empty() {
         files.check(budget, None)?;
     } else {
         let filter = prefilter::IdFilter::new(turn.ids.keys().map(|id| source.needle(id)));
+        let ids = &turn.ids;
         let mut scan = |line: &[u8]| {
             if !filter.may_hold(line) {
                 return;
             }
             if let Ok(Some(Line::Reply(e))) = source.entry(line) {
-                if turn.ids.contains_key(&e.id) {
-                    charged.insert(e.id);
+                if let Some(&i) = ids.get(e.id.as_str()) {
+                    charged.insert(i);
                 }
             }
         };
@@ -510,6 +568,72 @@ mod tests {
                 true
             ),
             Ok(2)
+        );
+    }
+
+    #[test]
+    fn a_turn_line_past_the_cap_is_too_large_and_one_under_it_is_read_whole() {
+        // A user line of zeros just under the cap: skipped as no reply,
+        // the turn counts.
+        let pad = |len: usize| {
+            let head = r#"{"type":"user","pad":[0"#;
+            let mut l = String::with_capacity(len);
+            l.push_str(head);
+            while l.len() + 2 + 2 <= len {
+                l.push_str(",0");
+            }
+            l.push_str("]}");
+            l
+        };
+        let under = pad(transcript::LINE_MAX);
+        assert!(under.len() <= transcript::LINE_MAX);
+        assert_eq!(
+            ended("claude-code", &[], &[under, cc("msg_01A", 7)], false),
+            Ok(7)
+        );
+        // One byte over: the turn is unknown, whatever the rest says.
+        let mut over = pad(transcript::LINE_MAX);
+        while over.len() <= transcript::LINE_MAX {
+            over.push(' ');
+        }
+        assert_eq!(over.len(), transcript::LINE_MAX + 1);
+        assert_eq!(
+            ended("claude-code", &[], &[cc("msg_01A", 7), over.clone()], false),
+            Err(Code::UsageTranscriptTooLarge)
+        );
+        // In the history, such a line is only skipped.
+        let old = over;
+        assert_eq!(
+            ended("claude-code", &[old], &[cc("msg_01A", 7)], false),
+            Ok(7)
+        );
+    }
+
+    #[test]
+    fn a_turn_holds_at_most_its_caps_of_replies_and_lines() {
+        // Distinct replies past the cap.
+        let many: Vec<String> = (0..=TURN_REPLIES_MAX)
+            .map(|i| cc(&format!("m{i}"), 1))
+            .collect();
+        assert_eq!(
+            ended("claude-code", &[], &many, false),
+            Err(Code::UsageTranscriptTooLarge)
+        );
+        let fits = &many[..TURN_REPLIES_MAX];
+        assert_eq!(
+            ended("claude-code", &[], fits, false),
+            Ok(TURN_REPLIES_MAX as u64)
+        );
+        // A streamed reply's lines are one event however many there are;
+        // two replies taking turns are one each.
+        let streamed: Vec<String> = (0..TURN_EVENTS_MAX + 1).map(|_| cc("s", 2)).collect();
+        assert_eq!(ended("claude-code", &[], &streamed, false), Ok(2));
+        let turns: Vec<String> = (0..=TURN_EVENTS_MAX)
+            .map(|i| cc(if i % 2 == 0 { "a" } else { "b" }, 1))
+            .collect();
+        assert_eq!(
+            ended("claude-code", &[], &turns, false),
+            Err(Code::UsageTranscriptTooLarge)
         );
     }
 

@@ -7,10 +7,9 @@
 //! `length`, `error`, `aborted`) ends it. A reply is known by its entry
 //! `id` and `timestamp` together.
 
-use super::json::{count, object, object_at, reply_id};
+use super::json::{as_str, count, read_line, reply_id};
 use super::{bounded_name, Entry, Line, Source, Tokens};
 use crate::error::Code;
-use serde_json::Value;
 
 pub struct Pi;
 
@@ -20,38 +19,36 @@ impl Source for Pi {
     }
 
     fn entry(&self, line: &[u8]) -> Result<Option<Line>, Code> {
-        let obj = object(line)?;
-        if obj.get("type").and_then(Value::as_str) != Some("message") {
+        // pi has no stop marker: no content is looked at.
+        let obj = read_line(line, None)?;
+        if as_str(&obj.kind) != Some("message") {
             return Ok(None);
         }
-        let msg = object_at(&obj, "message")?;
-        if msg.get("role").and_then(Value::as_str) != Some("assistant") {
+        let msg = obj.message.required()?;
+        if as_str(&msg.role) != Some("assistant") {
             return Ok(None);
         }
-        let id = reply_id(obj.get("id"))?;
+        let id = reply_id(&obj.id)?;
         // The entry id is short (8 hex digits) and unique within its
         // session file only; with the entry's timestamp it names one reply
         // across files, and a copy (a fork) keeps both.
-        let id = match obj.get("timestamp").and_then(Value::as_str) {
+        let id = match as_str(&obj.timestamp) {
             Some(ts) if ts.len() <= 64 => format!("{id} {ts}"),
             _ => id.to_string(),
         };
-        let usage = object_at(msg, "usage")?;
+        let usage = msg.usage.required()?;
         let tokens = Tokens {
-            input: count(usage.get("input"), false)?,
-            output: count(usage.get("output"), false)?,
-            cache_write: count(usage.get("cacheWrite"), false)?,
-            cache_read: count(usage.get("cacheRead"), false)?,
+            input: count(&usage.input, false)?,
+            output: count(&usage.output, false)?,
+            cache_write: count(&usage.cache_write, false)?,
+            cache_read: count(&usage.cache_read, false)?,
         };
-        let stop = msg
-            .get("stopReason")
-            .and_then(Value::as_str)
-            .ok_or(Code::UsageParseFailed)?;
+        let stop = as_str(&msg.stop_reason_pi).ok_or(Code::UsageParseFailed)?;
         Ok(Some(Line::Reply(Entry {
             id,
             tokens,
-            provider: bounded_name(msg.get("provider").and_then(Value::as_str)),
-            model: bounded_name(msg.get("model").and_then(Value::as_str)),
+            provider: bounded_name(as_str(&msg.provider)),
+            model: bounded_name(as_str(&msg.model)),
             last: stop != "toolUse",
             sidechain: false,
         })))
@@ -69,7 +66,7 @@ impl Source for Pi {
 mod tests {
     use super::super::transcript::Part;
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
     use std::collections::HashSet;
 
     fn reply(id: &str, model: &str, i: i64, o: i64, cr: i64, cw: i64, stop: &str) -> String {

@@ -25,9 +25,15 @@ use std::path::{Path, PathBuf};
 pub const FILES_MAX: usize = 256;
 /// At most this many bytes over all of a transcript's files.
 pub const TRANSCRIPT_MAX: u64 = 512 << 20;
-/// At most this many bytes appended by one turn, over all files (held in
-/// memory while the turn is parsed).
+/// At most this many bytes appended by one turn, over all files (a bound on
+/// the time a turn's end takes: the bytes stream through, one line held at
+/// a time).
 pub const APPENDED_MAX: u64 = 64 << 20;
+/// The longest line read, without its newline: the most a line can cost in
+/// memory, whatever it holds. A turn's line past it settles the turn
+/// `usage-transcript-too-large`; a history line past it is skipped (it is
+/// no reply a turn could have copied: that copy would be past it too).
+pub const LINE_MAX: usize = 16 << 20;
 
 /// One file as a baseline saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,27 +289,6 @@ fn hash_prefix(
     Ok((hex(&h.finalize()), n))
 }
 
-/// Reads `r` to its end into `out`, at most `limit` bytes, checking the
-/// budget before each 64 KiB.
-fn read_up_to(
-    r: &mut impl Read,
-    limit: u64,
-    out: &mut Vec<u8>,
-    budget: &Budget,
-) -> Result<(), Code> {
-    let mut take = r.take(limit);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        in_time(budget)?;
-        match take.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(k) => out.extend_from_slice(buf.get(..k).unwrap_or_default()),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_code(&e)),
-        }
-    }
-}
-
 /// The baseline of the transcript at `path` now.
 pub fn baseline(path: &Path, budget: &Budget) -> Result<Baseline, Code> {
     let mut files = Vec::new();
@@ -325,7 +310,9 @@ pub fn baseline(path: &Path, budget: &Budget) -> Result<Baseline, Code> {
     Ok(Baseline { files })
 }
 
-/// What a turn appended to one file.
+/// What a turn appended to one file, held in memory: the form the sources'
+/// unit tests build a turn in (`usage::outcome_of`); a turn's end streams
+/// the same lines instead ([`Tailed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {
     /// The appended bytes, whole lines.
@@ -336,31 +323,67 @@ pub struct Part {
     pub fresh: bool,
 }
 
-/// What the turn appended to each file since `base`, in listing order
-/// (files that gained nothing are left out). A baselined file that is gone,
-/// shorter or changed within its baselined bytes is
+/// What reading a turn's appended bytes hands on, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tailed<'a> {
+    /// The next file's appended lines follow (a file that gained nothing
+    /// gets none).
+    Part { subagent: bool, fresh: bool },
+    /// One whole line of it, without its newline.
+    Line(&'a [u8]),
+    /// A whole line past [`LINE_MAX`], never held.
+    Long,
+}
+
+/// What the turn appended to each file since `base`, collected in memory
+/// (tests only: a turn's end streams it, see [`open_turn`]). A baselined
+/// file that is gone, shorter or changed within its baselined bytes is
 /// `usage-transcript-rewritten`; a part that does not end with a newline is
 /// `usage-turn-incomplete`.
+#[cfg(test)]
 pub fn appended(path: &Path, base: &Baseline, budget: &Budget) -> Result<Vec<Part>, Code> {
-    open_turn(path, base, budget)?.check(budget, None)
+    let mut parts: Vec<Part> = Vec::new();
+    let files = open_turn(path, base, budget, &mut |t| match t {
+        Tailed::Part { subagent, fresh } => parts.push(Part {
+            bytes: Vec::new(),
+            subagent,
+            fresh,
+        }),
+        Tailed::Line(l) => {
+            if let Some(p) = parts.last_mut() {
+                p.bytes.extend_from_slice(l);
+                p.bytes.push(b'\n');
+            }
+        }
+        Tailed::Long => {}
+    })?;
+    files.check(budget, None)?;
+    Ok(parts)
 }
 
 /// Hands each whole line of the transcript's history (every baselined
 /// file's baselined bytes) to `f`, one at a time, while checking the turn
 /// as [`appended`] does (what `f` saw stands only if this is `Ok`); a line
-/// longer than [`APPENDED_MAX`] is skipped.
+/// longer than [`LINE_MAX`] is skipped.
 pub fn history(
     path: &Path,
     base: &Baseline,
     budget: &Budget,
     f: &mut dyn FnMut(&[u8]),
 ) -> Result<(), Code> {
-    open_turn(path, base, budget)?.check(budget, Some(f))?;
-    Ok(())
+    open_turn(path, base, budget, &mut |_| {})?.check(budget, Some(f))
 }
 
 /// What is handed each whole line of the history.
 pub type LineScan<'a> = dyn FnMut(&[u8]) + 'a;
+
+/// What the turn appended to one file, as far as checking it goes: the
+/// lines themselves went to the reader as they streamed by.
+struct Tail {
+    len: u64,
+    /// Its last byte is a newline.
+    whole: bool,
+}
 
 /// One file of a transcript opened for a turn's end.
 struct Opened {
@@ -370,22 +393,30 @@ struct Opened {
     file: Result<File, Code>,
     /// What the turn appended to it, or the code reading that failed with;
     /// `Ok(None)` once the turn's appended bytes passed [`APPENDED_MAX`].
-    tail: Result<Option<Part>, Code>,
+    tail: Result<Option<Tail>, Code>,
 }
 
-/// A transcript at a turn's end: what each file gained, read before any
-/// file is checked, so the turn's reply ids are known while the history
-/// is hashed; [`TurnFiles::check`] then checks the files in order and hands the
-/// history's lines to a scan in the same read. A failure while opening
-/// ends the listing there and is answered by `check` at that file, after
-/// the files before it were checked, as one pass over the files would.
+/// A transcript at a turn's end: what each file gained has streamed to the
+/// reader before any file is checked, so the turn's reply ids are known
+/// while the history is hashed; [`TurnFiles::check`] then checks the files
+/// in order and hands the history's lines to a scan in the same read. A
+/// failure while opening ends the listing there and is answered by `check`
+/// at that file, after the files before it were checked, as one pass over
+/// the files would.
 pub struct TurnFiles {
     files: Vec<Opened>,
 }
 
-/// Opens the transcript at `path` for the turn since `base` and reads what
-/// each file gained.
-pub fn open_turn(path: &Path, base: &Baseline, budget: &Budget) -> Result<TurnFiles, Code> {
+/// Opens the transcript at `path` for the turn since `base` and streams
+/// what each file gained to `sink`, a line at a time (memory: one line, at
+/// most [`LINE_MAX`], and a 64 KiB read). What the sink saw stands only
+/// once [`TurnFiles::check`] passes.
+pub fn open_turn(
+    path: &Path,
+    base: &Baseline,
+    budget: &Budget,
+    sink: &mut dyn FnMut(Tailed<'_>),
+) -> Result<TurnFiles, Code> {
     use std::io::{Seek, SeekFrom};
     let now = listing(path)?;
     for m in &base.files {
@@ -395,6 +426,7 @@ pub fn open_turn(path: &Path, base: &Baseline, budget: &Budget) -> Result<TurnFi
     }
     let mut files = Vec::new();
     let mut read = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
     for Listed {
         name,
         path: p,
@@ -416,25 +448,44 @@ pub fn open_turn(path: &Path, base: &Baseline, budget: &Budget) -> Result<TurnFi
             }
         };
         let from = mark.as_ref().map_or(0, |m| m.bytes);
-        let mut bytes = Vec::new();
-        let tail = f
+        let fresh = mark.is_none();
+        let mut tail = Tail {
+            len: 0,
+            whole: false,
+        };
+        let mut lines = Lines::new(LINE_MAX);
+        let streamed = f
             .seek(SeekFrom::Start(from))
             .map_err(|e| io_code(&e))
-            .and_then(|_| read_up_to(&mut f, APPENDED_MAX - read + 1, &mut bytes, budget));
-        read += bytes.len() as u64;
+            .and_then(|_| {
+                let mut take = (&mut f).take(APPENDED_MAX - read + 1);
+                loop {
+                    in_time(budget)?;
+                    let k = match take.read(&mut buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(k) => k,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(io_code(&e)),
+                    };
+                    let chunk = buf.get(..k).unwrap_or_default();
+                    if tail.len == 0 {
+                        sink(Tailed::Part { subagent, fresh });
+                    }
+                    tail.len += k as u64;
+                    tail.whole = chunk.last() == Some(&b'\n');
+                    lines.feed(chunk, &mut |piece| match piece {
+                        Piece::Line(l) => sink(Tailed::Line(l)),
+                        Piece::Long => sink(Tailed::Long),
+                    });
+                }
+            });
+        read += tail.len;
         let over = read > APPENDED_MAX;
-        let fresh = mark.is_none();
-        let failed = tail.is_err() || over;
+        let failed = streamed.is_err() || over;
         files.push(Opened {
             mark,
             file: Ok(f),
-            tail: tail.map(|()| {
-                (!over).then_some(Part {
-                    bytes,
-                    subagent,
-                    fresh,
-                })
-            }),
+            tail: streamed.map(|()| (!over).then_some(tail)),
         });
         if failed {
             break;
@@ -444,59 +495,56 @@ pub fn open_turn(path: &Path, base: &Baseline, budget: &Budget) -> Result<TurnFi
 }
 
 impl TurnFiles {
-    /// What each file gained, unchecked: whole lines only once
-    /// [`TurnFiles::check`] has passed.
-    pub fn parts(&self) -> impl Iterator<Item = &Part> {
-        self.files
-            .iter()
-            .filter_map(|o| o.tail.as_ref().ok().and_then(Option::as_ref))
-            .filter(|p| !p.bytes.is_empty())
-    }
-
-    /// Checks each file in listing order (the baselined bytes still there
-    /// and unchanged, then what it gained, as [`appended`] says) and gives
-    /// the parts. While a baselined file is hashed, each whole line of its
-    /// baselined bytes goes to `scan`, before the file's digest is known:
-    /// what the scan saw stands only when this returns `Ok`.
-    pub fn check(
-        self,
-        budget: &Budget,
-        mut scan: Option<&mut LineScan>,
-    ) -> Result<Vec<Part>, Code> {
+    /// Checks each file in listing order: the baselined bytes still there
+    /// and unchanged, then what it gained (within [`APPENDED_MAX`] over all
+    /// files, ending with a newline: else `usage-transcript-too-large` or
+    /// `usage-turn-incomplete`). While a baselined file is hashed, each
+    /// whole line of its baselined bytes goes to `scan`, before the file's
+    /// digest is known: what the scan saw stands only when this returns
+    /// `Ok`.
+    pub fn check(self, budget: &Budget, mut scan: Option<&mut LineScan>) -> Result<(), Code> {
         use std::io::{Seek, SeekFrom};
-        let mut parts = Vec::new();
         for Opened { mark, file, tail } in self.files {
             let mut f = file?;
             if let Some(m) = mark {
                 f.seek(SeekFrom::Start(0)).map_err(|e| io_code(&e))?;
-                let mut lines = Lines::new(APPENDED_MAX as usize);
+                let mut lines = Lines::new(LINE_MAX);
                 let (sha, n) = match scan.as_mut() {
-                    Some(scan) => {
-                        hash_prefix(&mut f, m.bytes, budget, &mut |b| lines.feed(b, *scan))?
-                    }
+                    Some(scan) => hash_prefix(&mut f, m.bytes, budget, &mut |b| {
+                        lines.feed(b, &mut |piece| {
+                            if let Piece::Line(l) = piece {
+                                scan(l)
+                            }
+                        })
+                    })?,
                     None => hash_prefix(&mut f, m.bytes, budget, &mut |_| {})?,
                 };
                 if n != m.bytes || sha != m.sha256 {
                     return Err(Code::UsageTranscriptRewritten);
                 }
             }
-            let part = tail?.ok_or(Code::UsageTranscriptTooLarge)?;
-            if part.bytes.is_empty() {
-                continue;
-            }
-            if part.bytes.last() != Some(&b'\n') {
+            let tail = tail?.ok_or(Code::UsageTranscriptTooLarge)?;
+            if tail.len > 0 && !tail.whole {
                 return Err(Code::UsageTurnIncomplete);
             }
-            parts.push(part);
         }
-        Ok(parts)
+        Ok(())
     }
 }
 
+/// What [`Lines`] hands on.
+enum Piece<'a> {
+    /// A whole line, without its newline.
+    Line(&'a [u8]),
+    /// A whole line longer than the cap: skipped, never held.
+    Long,
+}
+
 /// Splits a stream of bytes into whole lines (without their newline) and
-/// hands each to a callback, in place where it can: a line is copied only
-/// when it spans two reads. A line longer than `cap` is skipped; bytes
-/// after the last newline are no line.
+/// hands each on, in place where it can: a line is copied only when it
+/// spans two reads, and the copy never grows past the cap. A line longer
+/// than `cap` is skipped (and said to be, at its newline); bytes after the
+/// last newline are no line.
 struct Lines {
     cap: usize,
     /// The start of a line the last read cut.
@@ -504,6 +552,9 @@ struct Lines {
     /// The line being read is past the cap: drop it up to its newline.
     skipping: bool,
 }
+
+/// A copy that held a longer line is given back after it, not kept.
+const CARRY_KEPT: usize = 1 << 20;
 
 impl Lines {
     fn new(cap: usize) -> Lines {
@@ -514,30 +565,53 @@ impl Lines {
         }
     }
 
-    fn feed(&mut self, mut bytes: &[u8], f: &mut dyn FnMut(&[u8])) {
+    /// Adds `bytes` to the copy of the line; false (and the copy dropped)
+    /// when that would pass the cap.
+    fn keep(&mut self, bytes: &[u8]) -> bool {
+        let need = self.carry.len() + bytes.len();
+        if need > self.cap {
+            self.carry = Vec::new();
+            return false;
+        }
+        if need > self.carry.capacity() {
+            // Doubling, but never past the cap.
+            let want = need.max(self.carry.capacity() * 2).min(self.cap);
+            self.carry.reserve_exact(want - self.carry.len());
+        }
+        self.carry.extend_from_slice(bytes);
+        true
+    }
+
+    fn line_done(&mut self) {
+        if self.carry.capacity() > CARRY_KEPT {
+            self.carry = Vec::new();
+        } else {
+            self.carry.clear();
+        }
+        self.skipping = false;
+    }
+
+    fn feed(&mut self, mut bytes: &[u8], f: &mut dyn FnMut(Piece<'_>)) {
         while let Some(i) = memchr::memchr(b'\n', bytes) {
             let head = &bytes[..i];
             if self.skipping {
-                // The rest of an over-long line.
+                f(Piece::Long);
             } else if self.carry.is_empty() {
                 if head.len() <= self.cap {
-                    f(head);
+                    f(Piece::Line(head));
+                } else {
+                    f(Piece::Long);
                 }
-            } else if self.carry.len() + head.len() <= self.cap {
-                self.carry.extend_from_slice(head);
-                f(&self.carry);
+            } else if self.keep(head) {
+                f(Piece::Line(&self.carry));
+            } else {
+                f(Piece::Long);
             }
-            self.carry.clear();
-            self.skipping = false;
+            self.line_done();
             bytes = &bytes[i + 1..];
         }
-        if !self.skipping {
-            if self.carry.len() + bytes.len() <= self.cap {
-                self.carry.extend_from_slice(bytes);
-            } else {
-                self.carry = Vec::new();
-                self.skipping = true;
-            }
+        if !self.skipping && !bytes.is_empty() && !self.keep(bytes) {
+            self.skipping = true;
         }
     }
 }
@@ -742,15 +816,30 @@ mod tests {
 
     #[test]
     fn lines_are_whole_across_reads_and_long_ones_are_skipped() {
-        let text = b"ab\ncdefgh\n\nijklmnopq\nrs\ntu";
-        let want: Vec<&[u8]> = vec![b"ab", b"cdefgh", b"", b"rs"];
+        let text = b"ab\ncdefgh\n\nijklmnopq\nrs\nabcdefg\ntu";
+        let want: Vec<Option<&[u8]>> = vec![
+            Some(b"ab"),
+            Some(b"cdefgh"),
+            Some(b""),
+            None,
+            Some(b"rs"),
+            None,
+        ];
         // Every way of cutting the text into reads of one size.
         for size in 1..=text.len() {
             let mut got = Vec::new();
             let mut lines = Lines::new(6);
             for chunk in text.chunks(size) {
-                lines.feed(chunk, &mut |l| got.push(l.to_vec()));
+                lines.feed(chunk, &mut |p| {
+                    got.push(match p {
+                        Piece::Line(l) => Some(l.to_vec()),
+                        Piece::Long => None,
+                    })
+                });
+                // The copy of a cut line never grows past the cap.
+                assert!(lines.carry.capacity() <= 6, "reads of {size}");
             }
+            let want: Vec<Option<Vec<u8>>> = want.iter().map(|w| w.map(<[u8]>::to_vec)).collect();
             assert_eq!(got, want, "reads of {size}");
         }
     }

@@ -22,6 +22,8 @@ pub(crate) mod threads;
 pub(crate) mod usage;
 
 pub use args::Args;
+/// A usage call's off-writer job (`Staged::Usage`).
+pub use usage::Job as UsageJob;
 
 use crate::core::{Caller, Core};
 use crate::error::Code;
@@ -250,6 +252,11 @@ pub fn is_staged(verb: &str, args: Option<&Map<String, Value>>) -> bool {
 /// such write at a time, from its revision check to its file step.
 pub fn is_organization_write(verb: &str) -> bool {
     organization::is_staged(verb)
+}
+
+/// True for the usage verbs, which read a transcript.
+pub fn usage_is_staged(verb: &str) -> bool {
+    usage::is_staged(verb)
 }
 
 /// A prepared staged verb.

@@ -89,6 +89,16 @@ impl Job {
         }
     }
 
+    /// The run whose transcript this job reads (`None`: a replay, which
+    /// reads nothing): the server lets one such job per run read at a
+    /// time (`crate::usage::shared`).
+    pub fn reads(&self) -> Option<&str> {
+        match self {
+            Job::Replay(_) => None,
+            Job::Begin(t) | Job::End(t, _) => Some(&t.run),
+        }
+    }
+
     /// What the call settles to when its worker is lost (it never is: the
     /// reading returns codes, not panics): the source failed.
     pub fn lost(&self) -> Worked {

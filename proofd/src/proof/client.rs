@@ -79,7 +79,13 @@ impl ProofdClient {
         let (ours, theirs) = socketpair_cloexec()?;
         let their_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(exe);
-        cmd.arg("--fd")
+        // The helper needs nothing from the environment (it reads `/proc`
+        // and its socket; `NOTIFY_SOCKET` only in its systemd mode, which
+        // the broker never spawns), so it gets none: not a credential the
+        // broker was handed in a variable, nor anything else of the
+        // broker's.
+        cmd.env_clear()
+            .arg("--fd")
             .arg(CHILD_FD.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -176,6 +182,27 @@ impl ProofdClient {
         self.expect_ok(
             json!({"op": "verify", "id": id, "kind": kind.as_str(), "pid": pid,
                    "startTime": start_time, "nonce": nonce, "exe": exe, "uid": uid}),
+            id,
+        )
+    }
+
+    /// Asks proofd whether a connection's peer is a `kind` shim, as
+    /// [`ProofdClient::verify`] would, without a nonce (`peer`).
+    pub fn verify_peer(
+        &mut self,
+        kind: Kind,
+        pid: i32,
+        start_time: u64,
+        exe: &Path,
+        uid: u32,
+    ) -> Result<(), ProofdError> {
+        let exe = exe
+            .to_str()
+            .ok_or(ProofdError::Refused(ProofCode::InvalidRequest))?;
+        let id = self.fresh_id();
+        self.expect_ok(
+            json!({"op": "peer", "id": id, "kind": kind.as_str(), "pid": pid,
+                   "startTime": start_time, "exe": exe, "uid": uid}),
             id,
         )
     }

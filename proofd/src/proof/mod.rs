@@ -310,7 +310,36 @@ pub fn verify<T: ProcessTable>(
     launches: &LaunchSet,
     req: &VerifyRequest,
 ) -> Result<(), ProofCode> {
-    if !request_well_formed(req) {
+    check(table, launches, req, true)
+}
+
+/// Checks a connection's peer as [`verify`] checks a proof, but without a
+/// nonce (`req.nonce` is not looked at): whether the process is a `kind`
+/// shim outside every managed run and agent session. The broker asks this
+/// before it takes in a frame past its ordinary cap (only the human's
+/// editor sends one), so a process that is no shim can't hold the bus's
+/// few large-frame slots; it never authenticates a request: the request
+/// itself is checked with its nonce once its frame is in.
+pub fn verify_peer<T: ProcessTable>(
+    table: &T,
+    launches: &LaunchSet,
+    req: &VerifyRequest,
+) -> Result<(), ProofCode> {
+    check(table, launches, req, false)
+}
+
+fn check<T: ProcessTable>(
+    table: &T,
+    launches: &LaunchSet,
+    req: &VerifyRequest,
+    with_nonce: bool,
+) -> Result<(), ProofCode> {
+    let shaped = if with_nonce {
+        request_well_formed(req)
+    } else {
+        req.pid > 0 && req.expected_exe.is_absolute()
+    };
+    if !shaped {
         return Err(ProofCode::InvalidRequest);
     }
     let kind = req.kind;
@@ -330,7 +359,7 @@ pub fn verify<T: ProcessTable>(
         return Err(ProofCode::StartTime);
     }
     let env = table.environ(req.pid).map_err(|_| ProofCode::Unreadable)?;
-    if !nonce_ok(&env, kind, &req.nonce) {
+    if with_nonce && !nonce_ok(&env, kind, &req.nonce) {
         return Err(ProofCode::Nonce);
     }
     if let Some(code) = marker_refusal(&env, kind) {

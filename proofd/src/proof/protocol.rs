@@ -32,6 +32,11 @@ pub enum Request {
         id: Option<i64>,
         req: VerifyRequest,
     },
+    /// `peer`: `verify` without a nonce ([`super::verify_peer`]).
+    Peer {
+        id: Option<i64>,
+        req: VerifyRequest,
+    },
 }
 
 /// A request that could not be parsed; `id` when it was a safe integer.
@@ -101,17 +106,25 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
             }
             Ok(Request::Launches { id, set })
         }
-        "verify" => {
-            let keys = ["kind", "pid", "startTime", "nonce", "exe", "uid"];
+        op @ ("verify" | "peer") => {
+            let peer = op == "peer";
+            let keys: &[&str] = if peer {
+                &["kind", "pid", "startTime", "exe", "uid"]
+            } else {
+                &["kind", "pid", "startTime", "nonce", "exe", "uid"]
+            };
             let mut allowed = vec!["op", "id"];
             allowed.extend(keys);
-            if !only_keys(obj, &allowed, &keys) {
+            if !only_keys(obj, &allowed, keys) {
                 return Err(bad);
             }
             let kind = obj["kind"].as_str().and_then(Kind::parse).ok_or(bad)?;
             let pid = get_pid(&obj["pid"]).ok_or(bad)?;
             let start_time = get_start(&obj["startTime"]).ok_or(bad)?;
-            let nonce = obj["nonce"].as_str().ok_or(bad)?.to_owned();
+            let nonce = match obj.get("nonce") {
+                Some(n) => n.as_str().ok_or(bad)?.to_owned(),
+                None => String::new(),
+            };
             let exe = PathBuf::from(obj["exe"].as_str().ok_or(bad)?);
             let uid = obj["uid"]
                 .as_u64()
@@ -125,6 +138,12 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
                 expected_exe: exe,
                 expected_uid: uid,
             };
+            if peer {
+                if !req.expected_exe.is_absolute() {
+                    return Err(bad);
+                }
+                return Ok(Request::Peer { id, req });
+            }
             if !super::request_well_formed(&req) {
                 return Err(bad);
             }
@@ -172,6 +191,12 @@ impl<T: ProcessTable> Server<T> {
                 Ok(()) => with_id(json!({"ok": true}), id),
                 Err(code) => with_id(json!({"ok": false, "error": code.as_str()}), id),
             },
+            Ok(Request::Peer { id, req }) => {
+                match super::verify_peer(&self.table, &self.launches, &req) {
+                    Ok(()) => with_id(json!({"ok": true}), id),
+                    Err(code) => with_id(json!({"ok": false, "error": code.as_str()}), id),
+                }
+            }
         }
     }
 

@@ -74,6 +74,37 @@ fn clean_tree_passes_for_both_kinds_and_walks_to_init() {
 }
 
 #[test]
+fn a_peer_check_is_the_proof_without_the_nonce() {
+    let peer = |t: &FakeTable, launches: &LaunchSet, r: &VerifyRequest| {
+        verify_peer(t, launches, r).map_err(|c| c.as_str())
+    };
+    // No nonce at all, in the request or the environment: a clean shim
+    // passes.
+    let mut t = clean_tree(Kind::Human);
+    t.procs.get_mut(&300).unwrap().environ = Ok(vec![]);
+    let mut r = req(Kind::Human);
+    r.nonce = String::new();
+    assert_eq!(peer(&t, &LaunchSet::new(), &r), Ok(()));
+    assert_eq!(check(&t, &LaunchSet::new(), &r), Err("invalid-request"));
+    // Every other check still holds: another program, a marker in an
+    // ancestor, a launch ancestor, a start time that is not the pinned one.
+    let mut other = r.clone();
+    other.expected_exe = "/usr/bin/python3".into();
+    assert_eq!(peer(&t, &LaunchSet::new(), &other), Err("proof-exe"));
+    let mut marked = clean_tree(Kind::Human);
+    env_push(&mut marked, 200, "CLAUDECODE", "1");
+    assert_eq!(
+        peer(&marked, &LaunchSet::new(), &r),
+        Err("proof-run-marker")
+    );
+    let launches: LaunchSet = [(200, 80)].into_iter().collect();
+    assert_eq!(peer(&t, &launches, &r), Err("proof-launch-ancestor"));
+    let mut late = r.clone();
+    late.start_time = 91;
+    assert_eq!(peer(&t, &LaunchSet::new(), &late), Err("proof-start-time"));
+}
+
+#[test]
 fn wrong_exe_uid_start_time_refuse() {
     let t = clean_tree(Kind::Human);
     let mut r = req(Kind::Human);
@@ -407,6 +438,31 @@ mod wire {
     }
 
     #[test]
+    fn a_peer_line_is_answered_without_a_nonce() {
+        let mut t = clean_tree(Kind::Human);
+        t.procs.get_mut(&300).unwrap().environ = Ok(vec![]);
+        let mut s = Server::new(t);
+        let line = |exe: &str| {
+            format!(
+                r#"{{"op":"peer","id":4,"kind":"human","pid":300,"startTime":90,"exe":"{exe}","uid":1000}}"#
+            )
+        };
+        assert_eq!(
+            reply(&mut s, &line(SHIM)),
+            serde_json::json!({"id":4,"ok":true})
+        );
+        assert_eq!(
+            reply(&mut s, &line("/usr/bin/python3")),
+            serde_json::json!({"id":4,"ok":false,"error":"proof-exe"})
+        );
+        // The same process has no nonce: as a proof, it is refused.
+        assert_eq!(
+            reply(&mut s, &verify_line(5)),
+            serde_json::json!({"id":5,"ok":false,"error":"proof-nonce"})
+        );
+    }
+
+    #[test]
     fn bad_requests_are_invalid_request_with_id_when_parseable() {
         let mut s = Server::new(clean_tree(Kind::Human));
         let bad = serde_json::json!({"ok":false,"error":"invalid-request"});
@@ -429,6 +485,10 @@ mod wire {
             r#"{"op":"verify","id":5,"kind":"human","pid":-3,"startTime":90,"nonce":"0123456789abcdef0123456789abcdef","exe":"/x","uid":1}"#,
             r#"{"op":"launches","id":5,"set":[{"pid":1}]}"#,
             r#"{"op":"launches","id":5,"set":{}}"#,
+            // `peer` takes no nonce, and everything else `verify` does.
+            r#"{"op":"peer","id":5,"kind":"human","pid":300,"startTime":90,"nonce":"0123456789abcdef0123456789abcdef","exe":"/x","uid":1}"#,
+            r#"{"op":"peer","id":5,"kind":"human","pid":300,"startTime":90,"uid":1}"#,
+            r#"{"op":"peer","id":5,"kind":"human","pid":300,"startTime":90,"exe":"x","uid":1}"#,
         ] {
             assert_eq!(reply(&mut s, line), with_id, "{line}");
         }
