@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 /// is made from).
 pub const JOB: Duration = mosaic_wire::limits::STAGED_BUDGET;
 
+/// How long past a job's budget the server still waits for its worker
+/// before it answers for it (`server::staged`): a worker held up outside
+/// the broker's control (the file system) never delays the reply longer.
+pub const GRACE: Duration = Duration::from_secs(1);
+
 /// When a staged job must be done by.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {

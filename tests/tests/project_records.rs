@@ -63,6 +63,31 @@ impl Repo {
             .to_string()
     }
 
+    /// [`Repo::git`] with the author and committer dates both `date`.
+    fn git_dated(&self, args: &[&str], author: &str, date: &str) -> String {
+        let out = Command::new(real_git())
+            .args(args)
+            .current_dir(self.path())
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", author)
+            .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
+            .env("GIT_COMMITTER_NAME", "test")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string()
+    }
+
     /// Adds `text` to the repository's own `.git/config`.
     fn append_config(&self, text: &str) {
         let config = self.path().join(".git/config");
@@ -2532,5 +2557,344 @@ fn a_save_slower_than_the_ordinary_timeout_reaches_the_human_as_its_commit() {
     let saved = events(w.root.path(), "project.file.saved");
     assert_eq!(saved.len(), 1);
     assert_eq!(saved[0][3]["commit"], json!(head));
+    w.b.close();
+}
+
+// --- issue 29 item 1: the records repository is data, never code ---------
+
+/// The program slots a partial clone's lazy fetch reaches, each a config a
+/// same-user writer of `.git` could leave: the `ext::` remote helper, a
+/// local remote's `uploadpack` program, and an `ssh://` remote's
+/// `core.sshCommand`, each with its protocol allowed in the repository's
+/// own config (which beats `-c protocol.allow=never`).
+fn lazy_fetch_routes(evil: &str) -> Vec<(&'static str, String)> {
+    let promisor = "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n";
+    vec![
+        (
+            "ext",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = ext::sh -c {evil}\n\tpromisor = true\n\
+                 [protocol \"ext\"]\n\tallow = always\n"
+            ),
+        ),
+        (
+            "uploadpack",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = file:///nonexistent/origin\n\tuploadpack = {evil}\n\
+                 \tpromisor = true\n[protocol \"file\"]\n\tallow = always\n"
+            ),
+        ),
+        (
+            "sshCommand",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = ssh://example.invalid/origin\n\tpromisor = true\n\
+                 [protocol \"ssh\"]\n\tallow = always\n[core]\n\tsshCommand = {evil}\n"
+            ),
+        ),
+    ]
+}
+
+impl Repo {
+    /// Deletes the loose object `sha` (as a partial clone lacks it).
+    fn drop_object(&self, sha: &str) {
+        let path = self
+            .path()
+            .join(".git/objects")
+            .join(&sha[..2])
+            .join(&sha[2..]);
+        std::fs::remove_file(&path).expect("a loose object");
+    }
+}
+
+/// A partial clone whose spec blob is gone and whose promisor remote runs
+/// the trap's program (route `config`): `spec.read`, `project.file` of the
+/// spec and a cited raise each need that blob, and a Git that fetches it
+/// lazily runs the program. Each is refused with the reader's static code
+/// and runs nothing; `project.files` and a `record.write` need no blob and
+/// go through, running nothing either.
+fn a_lazy_fetch_route_runs_nothing(name: &str, config: impl Fn(&str) -> String) {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let blob = repo.git(&["rev-parse", "HEAD:spec/north-star.md"], "x");
+    let trap = tempfile::tempdir().expect("tempdir");
+    let (evil, marker) = hostile_program(trap.path(), "exit 1");
+    repo.append_config(&config(&evil));
+    repo.drop_object(&blob);
+    let w = Cited::start(writers(), &[("site", repo.path())], &["pm", "cto", "dev"]);
+    let human = ShimSession::human(&w.b);
+    let ran = |after: &str| {
+        assert!(
+            !marker.exists(),
+            "{name}: {after} ran {:?}",
+            std::fs::read_to_string(&marker)
+        );
+    };
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    ran("spec.read");
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "site", "commit": c1}))),
+        "project-unavailable"
+    );
+    ran("spec.read at a commit");
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &c1))),
+        "project-unavailable"
+    );
+    ran("a cited decision.raise");
+    assert_eq!(
+        err(&human.call(
+            "project.file",
+            json!({"project": "site", "path": "spec/north-star.md"})
+        )),
+        "project-unavailable"
+    );
+    ran("project.file");
+    let listed = res(&human.call("project.files", json!({"project": "site"}))).clone();
+    assert_eq!(listed["files"][0]["path"], json!("spec/north-star.md"));
+    ran("project.files");
+    let c = res(&w.call(
+        "pm",
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    ran("record.write");
+    assert_eq!(show(&repo, "%P %an", &c), format!("{c1} pm.pm"));
+    // Nothing was fetched: the blob is still missing.
+    assert!(!repo
+        .path()
+        .join(".git/objects")
+        .join(&blob[..2])
+        .join(&blob[2..])
+        .exists());
+    w.b.close();
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_ext_helper() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(0).1;
+    a_lazy_fetch_route_runs_nothing("ext", routes);
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_upload_pack_program() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(1).1;
+    a_lazy_fetch_route_runs_nothing("uploadpack", routes);
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_ssh_command() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(2).1;
+    a_lazy_fetch_route_runs_nothing("sshCommand", routes);
+}
+
+#[test]
+fn an_included_config_file_runs_nothing() {
+    // The repository's config only includes a file elsewhere; that file
+    // holds the ext:: partial-clone route and every other program slot.
+    a_lazy_fetch_route_runs_nothing("include.path", |evil: &str| {
+        let dir = Path::new(evil).parent().expect("trap dir");
+        let included = dir.join("evil.config");
+        let ext = lazy_fetch_routes(evil).swap_remove(0).1;
+        std::fs::write(
+            &included,
+            format!(
+                "{ext}[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n\thooksPath = {hooks}\n\
+                 [alias]\n\tlog = !{evil}\n\tcat-file = !{evil}\n",
+                hooks = dir.display()
+            ),
+        )
+        .expect("included config");
+        format!("[include]\n\tpath = {}\n", included.display())
+    });
+}
+
+/// A repository whose objects are partly packed, partly loose, and partly
+/// missing (no promisor: nothing to fetch from): what is there reads, from
+/// the pack and loose alike; a missing object is `project-unavailable`.
+#[test]
+fn packed_loose_and_missing_objects_read_or_refuse_statically() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "v1\n", "Ada");
+    let c2 = repo.commit("spec/north-star.md", "v2\n", "cto.cto");
+    repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
+    repo.git(&["repack", "-q", "-a", "-d"], "x");
+    repo.git(&["prune-packed"], "x");
+    let c3 = repo.commit("spec/north-star.md", "v3\n", "Ada");
+    let packed = repo.path().join(".git/objects/pack");
+    assert!(std::fs::read_dir(&packed).expect("pack dir").any(|e| e
+        .expect("entry")
+        .path()
+        .extension()
+        == Some("pack".as_ref())));
+    let trap = tempfile::tempdir().expect("tempdir");
+    let (evil, marker) = hostile_program(trap.path(), "exit 1");
+    repo.append_config(&lazy_fetch_routes(&evil).swap_remove(0).1);
+    let w = world_of(repo.path(), None, &[], writers());
+    let read = |args: Value| w.b.call(&w.pm, "spec.read", args);
+    // Loose tip, packed history.
+    let r = res(&read(json!({"project": "site"}))).clone();
+    assert_eq!((&r["content"], &r["commit"]), (&json!("v3\n"), &json!(c3)));
+    let commits: Vec<&Value> = r["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|e| &e["commit"])
+        .collect();
+    assert_eq!(commits, [&json!(c3), &json!(c2), &json!(c1)]);
+    // A packed commit read as it was.
+    let r = res(&read(json!({"project": "site", "commit": c2}))).clone();
+    assert_eq!(
+        (&r["content"], &r["confirmed"]),
+        (&json!("v2\n"), &json!(false))
+    );
+    // The tip's loose spec blob goes missing: a static refusal, nothing run.
+    let blob = repo.git(&["rev-parse", "HEAD:spec/north-star.md"], "x");
+    repo.drop_object(&blob);
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    // The packed history still reads.
+    assert_eq!(
+        res(&read(json!({"project": "site", "commit": c2})))["content"],
+        json!("v2\n")
+    );
+    // The tip's loose commit itself goes missing: HEAD names nothing there.
+    repo.drop_object(&c3);
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    assert!(
+        !marker.exists(),
+        "ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    w.b.close();
+}
+
+/// What the bus reads of a history is what `git log` prints: the spec's
+/// changing commits under Git's default history simplification (a merge
+/// that took one side's spec is not shown and only that side is followed;
+/// one that changed it is), its author, `%aI` in the author's own zone, and
+/// `%s`.
+#[test]
+fn spec_history_is_what_git_log_prints_through_merges_and_time_zones() {
+    let repo = Repo::new();
+    let at = |n: i64, zone: &str| format!("{} {zone}", 1_700_000_000 + n * 3600);
+    let commit_at = |path: &str, content: &str, author: &str, date: &str, msg: &str| {
+        let full = repo.path().join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&full, content).expect("write");
+        repo.git(&["add", "--", path], author);
+        repo.git_dated(&["commit", "-q", "-m", msg], author, date);
+    };
+    commit_at(
+        "spec/north-star.md",
+        "v1\n",
+        "Ada",
+        &at(1, "+0000"),
+        "first\n\nbody",
+    );
+    commit_at("docs/a.md", "a\n", "pm.pm", &at(2, "-0130"), "docs a");
+    repo.git(&["checkout", "-q", "-b", "side"], "x");
+    commit_at(
+        "spec/north-star.md",
+        "side\n",
+        "cto.cto",
+        &at(3, "+0545"),
+        "  side  \nspec  ",
+    );
+    commit_at("docs/b.md", "b\n", "cto.cto", &at(4, "+0000"), "docs b");
+    repo.git(&["checkout", "-q", "main"], "x");
+    commit_at("docs/c.md", "c\n", "pm.pm", &at(5, "+1400"), "docs c");
+    // A merge that takes side's spec: TREESAME to side, not shown.
+    repo.git_dated(
+        &["merge", "-q", "--no-ff", "-m", "merge side", "side"],
+        "Ada",
+        &at(6, "-1200"),
+    );
+    repo.git(&["checkout", "-q", "-b", "other", "HEAD~1"], "x");
+    commit_at(
+        "spec/north-star.md",
+        "other\n",
+        "pm.pm",
+        &at(7, "+0100"),
+        "other spec",
+    );
+    repo.git(&["checkout", "-q", "main"], "x");
+    // A merge whose spec is neither side's: shown.
+    repo.git_dated(
+        &["merge", "-q", "--no-commit", "-s", "ours", "other"],
+        "Ada",
+        &at(8, "+0000"),
+    );
+    std::fs::write(repo.path().join("spec/north-star.md"), "merged\n").expect("write");
+    repo.git(&["add", "--", "spec/north-star.md"], "Ada");
+    repo.git_dated(
+        &["commit", "-q", "-m", "merge other"],
+        "Ada",
+        &at(8, "+0000"),
+    );
+    commit_at("docs/d.md", "d\n", "pm.pm", &at(9, "+0000"), "docs d");
+    let logged = repo.git(
+        &[
+            "log",
+            "--format=%H%x00%an%x00%aI%x00%s",
+            "HEAD",
+            "--",
+            "spec/north-star.md",
+        ],
+        "x",
+    );
+    let want: Vec<Value> = logged
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\0').collect();
+            json!({"commit": f[0], "author": f[1], "at": f[2], "subject": f[3]})
+        })
+        .collect();
+    assert!(want.len() >= 4, "{logged}");
+    let w = world(repo.path(), None, &[]);
+    let r = res(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))).clone();
+    assert_eq!(r["history"], json!(want));
+    assert_eq!(r["content"], json!("merged\n"));
+    // The files list and the editor's file give the same last change.
+    let human = ShimSession::human(&w.b);
+    let f = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "spec/north-star.md"}),
+    ))
+    .clone();
+    assert_eq!(
+        (&f["commit"], &f["at"]),
+        (&want[0]["commit"], &want[0]["at"])
+    );
+    let docs = repo.git(
+        &["log", "-1", "--format=%H %aI", "HEAD", "--", "docs/b.md"],
+        "x",
+    );
+    let files = res(&human.call("project.files", json!({"project": "site"}))).clone();
+    let b = files["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == json!("docs/b.md"))
+        .cloned()
+        .expect("docs/b.md");
+    assert_eq!(
+        format!(
+            "{} {}",
+            b["commit"].as_str().expect("sha"),
+            b["at"].as_str().expect("at")
+        ),
+        docs
+    );
     w.b.close();
 }
