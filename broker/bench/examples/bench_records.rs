@@ -1,8 +1,10 @@
 //! Project records' cost in process: `spec.read` and `record.write` through
 //! the verb dispatch (the writer's checks, the Git side run inline, the
 //! receipt), on a real repository the real `git` makes. Prints JSON: per
-//! verb, the p50 and mean latency in microseconds and operations per
-//! second.
+//! verb, the p50 and mean latency in microseconds, operations per second,
+//! and the CPU time one operation costs (user and system, the broker's and
+//! any child's it waited for: `getrusage`), which a busy machine disturbs
+//! less than the wall clock.
 //!
 //! `cargo run --release -p mosaic-bench --example bench_records [-- N [COMMITS]]`
 //!
@@ -54,8 +56,25 @@ fn git(repo: &Path, args: &[&str], author: &str) {
     }
 }
 
-/// p50 and mean of `lat` (microseconds), and operations per second.
-fn summary(mut lat: Vec<f64>, total_s: f64) -> Value {
+/// CPU time used so far, in microseconds: this process and its waited-for
+/// children, user and system.
+fn cpu_us() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut u) } == 0 {
+            for t in [u.ru_utime, u.ru_stime] {
+                total += t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+            }
+        }
+    }
+    total
+}
+
+/// p50 and mean of `lat` (microseconds), operations per second, and CPU
+/// microseconds per operation.
+fn summary(mut lat: Vec<f64>, total_s: f64, cpu: f64) -> Value {
     lat.sort_by(f64::total_cmp);
     let n = lat.len();
     let mean = lat.iter().sum::<f64>() / n as f64;
@@ -64,6 +83,7 @@ fn summary(mut lat: Vec<f64>, total_s: f64) -> Value {
         "p50_us": (lat[n / 2] * 10.0).round() / 10.0,
         "mean_us": (mean * 10.0).round() / 10.0,
         "ops_per_s": (n as f64 / total_s).round(),
+        "cpu_us_per_op": (cpu / n as f64).round(),
     })
 }
 
@@ -126,16 +146,18 @@ fn main() {
     let history = first["history"].as_array().map_or(0, Vec::len);
     let mut lat = Vec::with_capacity(n);
     let t0 = Instant::now();
+    let c0 = cpu_us();
     for _ in 0..n {
         let t = Instant::now();
         call(&mut core, "spec.read", json!({"project": "site"}));
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let read = summary(lat, t0.elapsed().as_secs_f64());
+    let read = summary(lat, t0.elapsed().as_secs_f64(), cpu_us() - c0);
 
     // record.write: n commits.
     let mut lat = Vec::with_capacity(n);
     let t0 = Instant::now();
+    let c0 = cpu_us();
     for i in 0..n {
         let t = Instant::now();
         call(
@@ -146,7 +168,7 @@ fn main() {
         );
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let write = summary(lat, t0.elapsed().as_secs_f64());
+    let write = summary(lat, t0.elapsed().as_secs_f64(), cpu_us() - c0);
     println!(
         "{}",
         json!({"commits": commits, "history": history, "spec_read": read, "record_write": write})
