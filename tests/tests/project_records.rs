@@ -2843,8 +2843,34 @@ fn packed_loose_and_missing_objects_read_or_refuse_statically() {
         res(&read(json!({"project": "site", "commit": c2})))["content"],
         json!("v2\n")
     );
-    // The tip's loose commit itself goes missing: HEAD names nothing there.
+    // A write on the mixed store, with the branch only in packed-refs: an
+    // ordinary commit an outside Git accepts (the tip's blob aside, which
+    // the write does not need).
+    repo.git(&["pack-refs", "--all"], "x");
+    let c4 = res(&w.b.call(
+        &w.pm,
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan v2\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    assert_eq!(repo.git(&["rev-parse", "main"], "x"), c4);
+    assert_eq!(show(&repo, "%P %an", &c4), format!("{c3} pm.pm"));
+    assert_eq!(
+        repo.git(&["cat-file", "blob", &format!("{c4}:docs/plan.md")], "x"),
+        "# Plan v2"
+    );
+    // The tip's loose commit before it goes missing: the history can't be
+    // walked past it.
     repo.drop_object(&c3);
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    // The branch set back to the missing commit (by hand: a `git` here
+    // would fetch it through the trap): HEAD names nothing there.
+    std::fs::write(repo.path().join(".git/refs/heads/main"), format!("{c3}\n")).expect("ref");
     assert_eq!(
         err(&read(json!({"project": "site"}))),
         "project-unavailable"

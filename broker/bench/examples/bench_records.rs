@@ -109,7 +109,11 @@ fn main() {
         std::fs::write(repo.join(path), format!("# v{i}\n\nSome text.\n"))
             .unwrap_or_else(|e| fail("write", e));
         git(&repo, &["add", "--", path], author);
-        git(&repo, &["commit", "-q", "-m", &format!("edit {path} {i}")], author);
+        git(
+            &repo,
+            &["commit", "-q", "-m", &format!("edit {path} {i}")],
+            author,
+        );
     }
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap_or_else(|e| fail("mkdir", e));

@@ -276,6 +276,7 @@ impl Repo {
             }
             let node = self.node(id)?;
             for p in &node.parents {
+                self.tick()?;
                 if !walk.seen(*p) {
                     walk.push(*p, self.node(*p)?.time);
                 }
@@ -303,6 +304,7 @@ impl Repo {
             let mine = self.entry_of(node.tree, path)?;
             let mut same = None;
             for p in &node.parents {
+                self.tick()?;
                 let pn = self.node(*p)?;
                 if self.entry_of(pn.tree, path)? == mine {
                     same = Some((*p, pn.time));
@@ -320,6 +322,7 @@ impl Repo {
                         shown.push(id);
                     }
                     for p in &node.parents {
+                        self.tick()?;
                         if !walk.seen(*p) {
                             walk.push(*p, self.node(*p)?.time);
                         }
