@@ -1,11 +1,11 @@
 //! Project records over Git (3i row 138): the business's declared projects
 //! resolve to local Git repositories (`Business::projects`), read and
-//! written in process ([`git`]: gix, no `git` child). Everything here runs off the writer
-//! thread and outside every store transaction: the writer side prepares a
-//! [`Job`] (the caller checked, the repository resolved), the server runs
-//! it on a blocking worker within the request's budget (`crate::budget`),
-//! and the writer side finishes it (the reply's token check, or the
-//! refusal's evidence).
+//! written in process ([`git`]: gix, no `git` child). Everything here runs
+//! off the writer thread and outside every store transaction: the writer
+//! side prepares a [`Job`] (the caller checked, the repository resolved),
+//! the server runs it on a blocking worker within the request's budget
+//! (`crate::budget`) and waits for it no longer ([`Fence`]), and the writer
+//! side finishes it (the reply's token check, or the refusal's evidence).
 
 pub mod git;
 pub mod records;
