@@ -61,9 +61,13 @@ fn git(repo: &Path, args: &[&str], author: &str) {
 fn cpu_us() -> f64 {
     let mut total = 0.0;
     for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrusage(who, &mut u) } == 0 {
+        // SAFETY: an all-zero rusage is a valid value of the plain C struct,
+        // and getrusage only fills the struct it is given.
+        let (r, u) = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            (libc::getrusage(who, &mut u), u)
+        };
+        if r == 0 {
             for t in [u.ru_utime, u.ru_stime] {
                 total += t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
             }

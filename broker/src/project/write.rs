@@ -444,18 +444,20 @@ fn move_head(
         name,
         deref: true,
     };
-    let prepared =
-        match repo
-            .gix()
-            .refs
-            .transaction()
-            .prepare([edit], Fail::Immediately, Fail::Immediately)
-        {
-            Ok(t) => t,
-            // Refused before anything changed: HEAD moved since it was read,
-            // or a ref lock is held.
-            Err(_) => return judge_update(repo, false, commit, previous),
-        };
+    // Locks taken and the expected value checked under them (a ref
+    // transaction's `prepare`, named in full: it is no SQL statement).
+    let locked = gix::refs::file::Transaction::prepare(
+        repo.gix().refs.transaction(),
+        [edit],
+        Fail::Immediately,
+        Fail::Immediately,
+    );
+    let prepared = match locked {
+        Ok(t) => t,
+        // Refused before anything changed: HEAD moved since it was read,
+        // or a ref lock is held.
+        Err(_) => return judge_update(repo, false, commit, previous),
+    };
     let committer = signature(COMMITTER.0, COMMITTER.1, now);
     let mut time = gix::date::parse::TimeBuf::default();
     match prepared.commit(Some(committer.to_ref(&mut time))) {
