@@ -1,18 +1,25 @@
 //! The whole-job budget of a staged request (`server::staged`): everything
-//! its slow part runs, every `git` child of a Git job or the whole reading
-//! of a transcript, fits in [`JOB`] counted from when the server took the
-//! request, so the broker answers before its client stops waiting
+//! its slow part runs, every step of a Git job (in process) or the whole
+//! reading of a transcript, fits in [`JOB`] counted from when the server
+//! took the request, so the broker answers before its client stops waiting
 //! (`mosaic_wire::limits::call_timeout` is the budget plus a margin). Past
 //! it the job ends with its own refusal (`project-unavailable` for Git,
 //! `usage-source-failed` for a transcript) and nothing written: a Git job
-//! writes only at its last step (`project::write::commit_file`'s
-//! `update-ref`), a usage job only once it is back on the writer.
+//! writes only at its last step (`project::write::commit_file`'s move of
+//! `HEAD`), a usage job only once it is back on the writer. A Git job the
+//! server stops waiting for ([`GRACE`] past the budget) never starts that
+//! step (`project::Fence`).
 
 use std::time::{Duration, Instant};
 
 /// The budget of one staged job (the wire crate's, which the client's wait
 /// is made from).
 pub const JOB: Duration = mosaic_wire::limits::STAGED_BUDGET;
+
+/// How long past a job's budget the server still waits for its worker
+/// before it answers for it (`server::staged`): a worker held up outside
+/// the broker's control (the file system) never delays the reply longer.
+pub const GRACE: Duration = Duration::from_secs(1);
 
 /// When a staged job must be done by.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +73,7 @@ mod tests {
     fn a_step_gets_what_is_left_never_more_than_its_cap() {
         let s = Duration::from_secs;
         let cap = s(10);
-        // A fresh job: each child its own 10 s.
+        // A fresh job: each step its own 10 s.
         assert_eq!(share(s(30), cap), Some(s(10)));
         assert_eq!(share(s(10), cap), Some(s(10)));
         // Late in the job: what is left.
@@ -77,7 +84,7 @@ mod tests {
         );
         // Passed: not started.
         assert_eq!(share(Duration::ZERO, cap), None);
-        // Three 10 s children use the whole 30 s budget; a fourth is not run.
+        // Three 10 s steps use the whole 30 s budget; a fourth is not run.
         let mut left = JOB;
         let mut given = Vec::new();
         while let Some(d) = share(left, cap) {

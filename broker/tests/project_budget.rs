@@ -1,15 +1,16 @@
 //! The commit primitive within a staged job's budget (`mosaic_bus::budget`),
-//! on a real repository with the real `git`: a job out of budget writes
-//! nothing; `update-ref`, the one step that writes, is not started with
-//! less than `REF_RESERVE` left; the same write within a fresh budget
+//! on a real repository the real `git` makes and checks: a job out of
+//! budget writes nothing; moving `HEAD`, the one step that writes, is not
+//! started with less than `REF_RESERVE` left, nor once the server stopped
+//! waiting for the job (its `Fence`); the same write within a fresh budget
 //! commits.
 
 mod common;
 
 use mosaic_bus::budget::Budget;
 use mosaic_bus::error::Code;
-use mosaic_bus::project::git::Git;
 use mosaic_bus::project::write::{commit_file, parse_path, Author, Write, REF_RESERVE};
+use mosaic_bus::project::Fence;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -59,17 +60,22 @@ fn a_write_out_of_budget_writes_nothing_and_a_fresh_budget_commits() {
     let (_, blob) = git(repo, &["hash-object", "--stdin"], Some(content));
     let stored = |sha: &str| git(repo, &["cat-file", "-e", sha], None).0;
 
-    // Passed before the job ran: no `git` is started, not even the blob's.
-    let gone = Git::new(None).within(Budget::ending(Instant::now()));
-    assert_eq!(commit_file(&gone, repo, &w), Err(Code::ProjectUnavailable));
+    // Passed before the job ran: nothing is read or written, not even the blob.
+    let gone = Budget::ending(Instant::now());
+    assert_eq!(
+        commit_file(repo, &w, gone, &Fence::default()),
+        Err(Code::ProjectUnavailable)
+    );
     assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
     assert!(!stored(&blob), "no object written");
 
-    // Less than the reserve left: whatever runs before `update-ref` may
+    // Less than the reserve left: whatever runs before HEAD moves may
     // leave unreferenced objects, but HEAD does not move.
     let late = Budget::ending(Instant::now() + REF_RESERVE - Duration::from_millis(500));
-    let short = Git::new(None).within(late);
-    assert_eq!(commit_file(&short, repo, &w), Err(Code::ProjectUnavailable));
+    assert_eq!(
+        commit_file(repo, &w, late, &Fence::default()),
+        Err(Code::ProjectUnavailable)
+    );
     assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
     assert_eq!(
         ok(repo, &["log", "--format=%H", "main"]).lines().count(),
@@ -79,8 +85,7 @@ fn a_write_out_of_budget_writes_nothing_and_a_fresh_budget_commits() {
 
     // The lock was let go and nothing was left in the way: a fresh budget
     // makes the commit.
-    let fresh = Git::new(None).within(Budget::start());
-    let done = commit_file(&fresh, repo, &w).expect("commit");
+    let done = commit_file(repo, &w, Budget::start(), &Fence::default()).expect("commit");
     assert_eq!(done.previous, start);
     assert_eq!(ok(repo, &["rev-parse", "HEAD"]), done.commit);
     assert_eq!(
@@ -89,37 +94,13 @@ fn a_write_out_of_budget_writes_nothing_and_a_fresh_budget_commits() {
     );
 }
 
-/// A `git` that runs the real one, except that `update-ref` sleeps past
-/// any deadline either after moving the ref (`after`) or before (`before`).
-fn slow_update_ref(dir: &Path, when: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let real = std::process::Command::new("sh")
-        .args(["-c", "command -v git"])
-        .output()
-        .expect("sh");
-    let real = String::from_utf8(real.stdout).expect("utf-8");
-    let real = real.trim();
-    assert!(real.starts_with('/'), "git on PATH: {real}");
-    let step = match when {
-        "after" => format!("\"{real}\" \"$@\"; sleep 30"),
-        _ => format!("sleep 30; \"{real}\" \"$@\""),
-    };
-    let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = update-ref ]; then {step}; exit $?; fi\ndone\nexec \"{real}\" \"$@\"\n"
-    );
-    let path = dir.join(format!("git-{when}"));
-    std::fs::write(&path, script).expect("script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
-
-/// `update-ref` cut off at the budget: the write is what HEAD says. Moved
-/// to the new commit: the commit is answered, not a refusal for a commit
-/// that stands. Not moved: the refusal, with nothing written.
+/// The server stops waiting for a job at its budget (a worker held up in
+/// the file system can't be killed): once it has abandoned the job, the job
+/// never moves `HEAD` (a plain refusal is then the truth), and a job that
+/// already began moving it makes the server's answer `outcome-unknown`.
 #[test]
-fn an_update_ref_cut_off_at_the_budget_is_judged_by_head() {
+fn a_job_the_server_stopped_waiting_for_never_moves_head() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let bin = tempfile::tempdir().expect("tempdir");
     let repo = dir.path();
     ok(repo, &["init", "-q", "-b", "main"]);
     std::fs::create_dir(repo.join("docs")).expect("mkdir");
@@ -129,27 +110,37 @@ fn an_update_ref_cut_off_at_the_budget_is_judged_by_head() {
     let start = ok(repo, &["rev-parse", "HEAD"]);
     let path = parse_path("docs/plan.md").expect("path");
     let author = Author::human("acme", "Ada");
-    let w = |content: &'static [u8]| Write {
+    let w = Write {
         path: &path,
-        content,
+        content: b"# Plan\nv2\n",
         author: &author,
         message: "project.file.save docs/plan.md",
         base: None,
     };
-    let budget = || Budget::ending(Instant::now() + REF_RESERVE + Duration::from_secs(1));
 
-    // Killed before it ran: HEAD is where it was, the refusal stands.
-    let before = Git::new(Some(&slow_update_ref(bin.path(), "before"))).within(budget());
+    // Abandoned before it moved HEAD: nothing moves, and the server's
+    // refusal is the truth.
+    let abandoned = Fence::default();
+    assert!(abandoned.abandon());
     assert_eq!(
-        commit_file(&before, repo, &w(b"# Plan\nv2\n")),
+        commit_file(repo, &w, Budget::start(), &abandoned),
         Err(Code::ProjectUnavailable)
     );
     assert_eq!(ok(repo, &["rev-parse", "HEAD"]), start);
 
-    // Killed after it moved the ref: the commit is the answer.
-    let after = Git::new(Some(&slow_update_ref(bin.path(), "after"))).within(budget());
-    let done = commit_file(&after, repo, &w(b"# Plan\nv3\n")).expect("committed");
-    assert_eq!(done.previous, start);
+    // A job that moved HEAD can't be abandoned: the server answers
+    // outcome-unknown, and the commit stands.
+    let fence = Fence::default();
+    let done = commit_file(repo, &w, Budget::start(), &fence).expect("commit");
+    assert!(!fence.abandon());
     assert_eq!(ok(repo, &["rev-parse", "HEAD"]), done.commit);
-    assert_eq!(ok(repo, &["show", "HEAD:docs/plan.md"]), "# Plan\nv3");
+    assert_eq!(done.previous, start);
+    // An outside Git sees an ordinary commit by the bus's authors.
+    assert_eq!(
+        ok(repo, &["log", "-1", "--format=%an <%ae>|%cn <%ce>|%P|%s", "HEAD"]),
+        format!(
+            "Ada <human@acme.mosaic.invalid>|mosaic-bus <mosaic-bus@localhost>|{start}|project.file.save docs/plan.md"
+        )
+    );
+    ok(repo, &["fsck", "--strict", "--no-progress"]);
 }

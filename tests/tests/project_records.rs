@@ -63,6 +63,31 @@ impl Repo {
             .to_string()
     }
 
+    /// [`Repo::git`] with the author and committer dates both `date`.
+    fn git_dated(&self, args: &[&str], author: &str, date: &str) -> String {
+        let out = Command::new(real_git())
+            .args(args)
+            .current_dir(self.path())
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", author)
+            .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
+            .env("GIT_COMMITTER_NAME", "test")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string()
+    }
+
     /// Adds `text` to the repository's own `.git/config`.
     fn append_config(&self, text: &str) {
         let config = self.path().join(".git/config");
@@ -91,23 +116,80 @@ struct World {
     _runs: Vec<Sleeper>,
 }
 
-fn world(repo: &Path, git: Option<&Path>, env: &[(&str, &str)]) -> World {
-    world_of(repo, git, env, business())
+/// A job held in Git at `step` until the test releases it: the broker's
+/// test-only pause (`MOSAIC_TEST_PROJECT_PAUSE=STEP:DIR`, read by a debug
+/// build only), at `open` (a read as it starts, a write once it holds the
+/// project lock) or `ref` (a write just before `HEAD` moves). A broker
+/// that ignores it (a release build) fails the test: `started` never
+/// appears.
+struct Pause {
+    dir: tempfile::TempDir,
+    step: &'static str,
 }
 
-fn world_of(repo: &Path, git: Option<&Path>, env: &[(&str, &str)], mut biz: Value) -> World {
+impl Pause {
+    fn at(step: &'static str) -> Pause {
+        Pause {
+            dir: tempfile::tempdir().expect("tempdir"),
+            step,
+        }
+    }
+
+    fn env(&self) -> String {
+        format!("{}:{}", self.step, self.dir.path().display())
+    }
+
+    fn started(&self) -> PathBuf {
+        self.dir.path().join("started")
+    }
+
+    /// Waits until a job reached the step.
+    fn wait(&self) {
+        wait_for(&self.started());
+    }
+
+    /// Lets every held job go on (and every later one pass).
+    fn release(&self) {
+        std::fs::write(self.dir.path().join("release"), "").expect("release");
+    }
+
+    /// Holds the next job again.
+    fn rearm(&self) {
+        std::fs::remove_file(self.dir.path().join("release")).expect("re-arm");
+        std::fs::remove_file(self.started()).expect("re-arm");
+    }
+}
+
+/// `env` with the pause's variable added, when there is a pause.
+fn with_pause<'a>(
+    pause: Option<&Pause>,
+    env: &[(&'a str, &'a str)],
+    value: &'a mut String,
+) -> Vec<(&'a str, &'a str)> {
+    let mut all = env.to_vec();
+    if let Some(p) = pause {
+        *value = p.env();
+        all.push(("MOSAIC_TEST_PROJECT_PAUSE", value.as_str()));
+    }
+    all
+}
+
+fn world(repo: &Path, pause: Option<&Pause>, env: &[(&str, &str)]) -> World {
+    world_of(repo, pause, env, business())
+}
+
+fn world_of(repo: &Path, pause: Option<&Pause>, env: &[(&str, &str)], mut biz: Value) -> World {
     let root = data_root();
     biz["projects"] = json!({"site": {"repo": repo.to_str().expect("utf-8")}});
-    let mut config = json!({
+    let config = json!({
         "dataRoot": root.path().to_str().expect("utf-8"),
         "businesses": {"acme": biz},
         "readers": ["acme"],
     });
-    if let Some(g) = git {
-        config["git"] = json!(g.to_str().expect("utf-8"));
-    }
+    let mut value = String::new();
+    let env = with_pause(pause, env, &mut value);
     let (mut b, reply) =
-        Broker::spawn_with(root.path(), json!({"op": "boot", "config": config}), env);
+        Broker::spawn_with(root.path(), json!({"op": "boot", "config": config}), &env);
     assert_eq!(reply["ok"], json!(true), "boot: {reply}");
     let (s1, s2) = (sleeper(), sleeper());
     let pm = b.bind("pm", "run-pm", s1.id());
@@ -322,15 +404,6 @@ fn a_missing_spec_or_an_unusable_repository_refuses_with_the_readers_codes() {
         err(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))),
         "project-unavailable"
     );
-    // A `git` that is not there.
-    w.b.close();
-    let repo = Repo::new();
-    repo.commit("spec/north-star.md", "v1\n", "Ada");
-    let w = world(repo.path(), Some(Path::new("/nonexistent/git")), &[]);
-    assert_eq!(
-        err(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))),
-        "project-unavailable"
-    );
     let codes: Vec<Value> = refusals(w.root.path())
         .iter()
         .map(|r| r[4].clone())
@@ -339,9 +412,34 @@ fn a_missing_spec_or_an_unusable_repository_refuses_with_the_readers_codes() {
     w.b.close();
 }
 
+/// The boot key `git` is gone with the `git` child: a config that still
+/// names one is refused like any unknown key, so no operator believes a
+/// `git` of theirs is still run.
+#[test]
+fn a_boot_config_naming_a_git_executable_is_refused() {
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "v1\n", "Ada");
+    let root = data_root();
+    let mut biz = business();
+    biz["projects"] = json!({"site": {"repo": repo.path().to_str().expect("utf-8")}});
+    let config = json!({
+        "dataRoot": root.path().to_str().expect("utf-8"),
+        "businesses": {"acme": biz},
+        "git": real_git().to_str().expect("utf-8"),
+    });
+    let (mut b, reply) = Broker::spawn(root.path(), config);
+    assert_eq!(reply, json!({"ok": false, "error": "invalid-config"}));
+    assert_eq!(
+        b.wait(Duration::from_secs(10)).expect("exits").code(),
+        Some(2)
+    );
+}
+
 #[test]
 fn a_hostile_repository_config_or_environment_runs_nothing() {
     let repo = Repo::new();
+    // A smudge/textconv filter for every path, committed.
+    repo.commit(".gitattributes", "* filter=evil diff=evil\n", "Ada");
     repo.commit("spec/north-star.md", "v1\n", "Ada");
     let trap = tempfile::tempdir().expect("tempdir");
     let (evil, marker) = hostile_program(trap.path(), "exit 0");
@@ -349,10 +447,24 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
     // Every program slot a read could reach, in the repository's config...
     repo.append_config(&format!(
         "[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n\thooksPath = {hooks}\n\
+         \tsshCommand = {evil}\n\taskPass = {evil}\n\teditor = {evil}\n\
          [log]\n\tshowSignature = true\n[gpg]\n\tprogram = {evil}\n\
-         [diff]\n\texternal = {evil}\n[alias]\n\tlog = !{evil}\n",
+         [commit]\n\tgpgSign = true\n\
+         [filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n\
+         [diff \"evil\"]\n\ttextconv = {evil}\n\
+         [diff]\n\texternal = {evil}\n[credential]\n\thelper = !{evil}\n\
+         [alias]\n\tlog = !{evil}\n\tcat-file = !{evil}\n\trev-parse = !{evil}\n\
+         \tls-tree = !{evil}\n\tshow = !{evil}\n",
         hooks = trap.path().display()
     ));
+    // ...a file it includes, which names them again...
+    let included = trap.path().join("included.config");
+    std::fs::write(
+        &included,
+        format!("[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n[alias]\n\tlog = !{evil}\n"),
+    )
+    .expect("included config");
+    repo.append_config(&format!("[include]\n\tpath = {}\n", included.display()));
     // ...its hooks...
     for hook in [
         "post-checkout",
@@ -423,21 +535,16 @@ fn a_hostile_repository_config_or_environment_runs_nothing() {
 fn a_spec_read_held_in_git_does_not_delay_an_unrelated_send() {
     let repo = Repo::new();
     repo.commit("spec/north-star.md", "v1\n", "Ada");
-    // A `git` that waits for the test's word before it runs the real one.
-    let gate = tempfile::tempdir().expect("tempdir");
-    let (wrapper, started, release) = gated_git(gate.path());
-    let w = world(repo.path(), Some(&wrapper), &[]);
+    // The read is held in Git until the test's word.
+    let pause = Pause::at("open");
+    let w = world(repo.path(), Some(&pause), &[]);
     let socket = w.b.socket.clone();
     let pm = w.pm.clone();
     let reading = std::thread::spawn(move || {
         let req = json!({"cap": pm, "verb": "spec.read", "args": {"project": "site"}});
         raw_request(&socket, format!("{req}\n").as_bytes())
     });
-    let until = Instant::now() + Duration::from_secs(20);
-    while !started.exists() {
-        assert!(Instant::now() < until, "git never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    pause.wait();
     // Git is held: the writer still serves a send, a receive and a read.
     let sent = res(&w.b.call(
         &w.cto,
@@ -449,7 +556,7 @@ fn a_spec_read_held_in_git_does_not_delay_an_unrelated_send() {
     let got = res(&w.b.call(&w.pm, "message.receive", Value::Null)).clone();
     assert_eq!(got["messages"][0]["body"], json!("meanwhile"));
     assert!(!reading.is_finished(), "the read waited on git all along");
-    std::fs::write(&release, "").expect("release");
+    pause.release();
     let r = reading.join().expect("reader thread");
     assert_eq!(res(&r)["content"], json!("v1\n"));
     w.b.close();
@@ -469,12 +576,12 @@ impl Cited {
         Cited::start_with(biz, projects, roles, None)
     }
 
-    /// As [`Cited::start`], with the boot key `git` when given.
+    /// As [`Cited::start`], with its Git jobs held by `pause` when given.
     fn start_with(
         mut biz: Value,
         projects: &[(&str, &Path)],
         roles: &[&str],
-        git: Option<&Path>,
+        pause: Option<&Pause>,
     ) -> Cited {
         let root = data_root();
         let p: serde_json::Map<String, Value> = projects
@@ -482,15 +589,15 @@ impl Cited {
             .map(|(k, r)| (k.to_string(), json!({"repo": r.to_str().expect("utf-8")})))
             .collect();
         biz["projects"] = Value::Object(p);
-        let mut config = json!({
+        let config = json!({
             "dataRoot": root.path().to_str().expect("utf-8"),
             "businesses": {"acme": biz},
             "readers": ["acme"],
         });
-        if let Some(g) = git {
-            config["git"] = json!(g.to_str().expect("utf-8"));
-        }
-        let (mut b, reply) = Broker::spawn(root.path(), config);
+        let mut value = String::new();
+        let env = with_pause(pause, &[], &mut value);
+        let (mut b, reply) =
+            Broker::spawn_with(root.path(), json!({"op": "boot", "config": config}), &env);
         assert_eq!(reply["ok"], json!(true), "boot: {reply}");
         let mut caps = std::collections::BTreeMap::new();
         let mut runs = Vec::new();
@@ -876,35 +983,16 @@ fn executable(path: &Path, text: &str) {
         .expect("chmod");
 }
 
-/// A `git` that touches `started` and waits for `release` before it runs
-/// the real one.
-fn gated_git(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let started = dir.join("started");
-    let release = dir.join("release");
-    let wrapper = dir.join("git");
-    executable(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\n: > {started}\nn=0\nwhile [ ! -e {release} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\nexec {git} \"$@\"\n",
-            started = started.display(),
-            release = release.display(),
-            git = real_git().display(),
-        ),
-    );
-    (wrapper, started, release)
-}
-
 #[test]
 fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
     let repo = Repo::new();
     let c1 = repo.commit("spec/north-star.md", "v1\n", "Ada");
-    let gate = tempfile::tempdir().expect("tempdir");
-    let (wrapper, started, release) = gated_git(gate.path());
+    let pause = Pause::at("open");
     let w = Cited::start_with(
         business(),
         &[("site", repo.path())],
         &["pm", "cto", "dev"],
-        Some(&wrapper),
+        Some(&pause),
     );
     let raise_in_thread = |role: &str| {
         let socket = w.b.socket.clone();
@@ -927,18 +1015,11 @@ fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
             raw_request(&socket, format!("{req}\n").as_bytes())
         })
     };
-    let wait_started = || {
-        let until = Instant::now() + Duration::from_secs(20);
-        while !started.exists() {
-            assert!(Instant::now() < until, "git never started");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
 
     // Held in Git: the writer still serves an uncited raise, a send and a
     // receive, which never touch Git.
     let raising = raise_in_thread("dev");
-    wait_started();
+    pause.wait();
     let uncited = res(&w.raise("cto", "prd.approve", json!({}))).clone();
     assert_eq!(uncited["routed_to"], json!("human"));
     res(&w.call(
@@ -952,7 +1033,7 @@ fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
         !raising.is_finished(),
         "the cited raise waited on git all along"
     );
-    std::fs::write(&release, "").expect("release");
+    pause.release();
     let r = raising.join().expect("raiser");
     let d = res(&r).clone();
     assert_eq!(
@@ -962,13 +1043,12 @@ fn a_cited_raise_waits_on_git_off_the_writer_and_is_checked_again_after() {
 
     // The writer checks again after Git: a raiser that let its role go
     // while Git was read raises nothing.
-    std::fs::remove_file(&release).expect("re-arm");
-    std::fs::remove_file(&started).expect("re-arm");
+    pause.rearm();
     let before = row_counts(w.root.path());
     let raising = raise_in_thread("dev");
-    wait_started();
+    pause.wait();
     res(&w.call("dev", "role.release", Value::Null));
-    std::fs::write(&release, "").expect("release");
+    pause.release();
     let r = raising.join().expect("raiser");
     assert_eq!(err(&r), "not-holder");
     let mut after = row_counts(w.root.path());
@@ -1314,12 +1394,11 @@ fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
         "decision-consumed"
     );
 
-    // Two writes at once: the first holds the lock inside Git (a gated
-    // `git`), the second is refused project-busy at once.
+    // Two writes at once: the first holds the lock inside Git (held at
+    // the pause), the second is refused project-busy at once.
     w.b.close();
-    let gate = tempfile::tempdir().expect("tempdir");
-    let (wrapper, started, release) = gated_git(gate.path());
-    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let pause = Pause::at("open");
+    let w = world_of(repo.path(), Some(&pause), &[], writers());
     let head = repo.git(&["rev-parse", "HEAD"], "x");
     let socket = w.b.socket.clone();
     let pm = w.pm.clone();
@@ -1328,7 +1407,7 @@ fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
                          "args": {"project": "site", "path": "docs/first.md", "record": "# 1\n"}});
         raw_request(&socket, format!("{req}\n").as_bytes())
     });
-    wait_for(&started);
+    pause.wait();
     assert_eq!(
         err(&w.b.call(
             &w.cto,
@@ -1344,7 +1423,7 @@ fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
         json!({"to": "pm", "body": "meanwhile"}),
     ));
     assert!(!first.is_finished());
-    std::fs::write(&release, "").expect("release");
+    pause.release();
     let r = first.join().expect("first writer");
     let c = res(&r)["commit"].as_str().expect("commit").to_string();
     assert_eq!(show(&repo, "%P", &c), head);
@@ -1361,9 +1440,8 @@ fn a_concurrent_record_write_gets_project_busy_and_a_decision_stays_unspent() {
 fn a_commit_whose_receipt_cannot_be_stored_answers_outcome_unknown() {
     let repo = Repo::new();
     repo.commit("spec/north-star.md", "# North star\n", "Ada");
-    let gate = tempfile::tempdir().expect("tempdir");
-    let (wrapper, started, release) = gated_git(gate.path());
-    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let pause = Pause::at("open");
+    let w = world_of(repo.path(), Some(&pause), &[], writers());
     let socket = w.b.socket.clone();
     let pm = w.pm.clone();
     let writing = std::thread::spawn(move || {
@@ -1371,11 +1449,11 @@ fn a_commit_whose_receipt_cannot_be_stored_answers_outcome_unknown() {
                          "args": {"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}});
         raw_request(&socket, format!("{req}\n").as_bytes())
     });
-    wait_for(&started);
+    pause.wait();
     // The run gives its role up while its commit is being made: the
     // receipt (its authority) can't be recorded any more.
     res(&w.b.call(&w.pm, "role.release", Value::Null));
-    std::fs::write(&release, "").expect("release");
+    pause.release();
     let r = writing.join().expect("writer");
     assert_eq!(err(&r), "outcome-unknown");
     // The commit stands, with no receipt; the refusal is on record.
@@ -1660,13 +1738,24 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
     let (evil, marker) = hostile_program(trap.path(), "cat");
     let evil = evil.as_str();
     repo.append_config(&format!(
-        "[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\
+        "[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\tpager = {evil}\n\
+         \tsshCommand = {evil}\n\teditor = {evil}\n\
          [filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n\trequired = true\n\
          [diff \"evil\"]\n\ttextconv = {evil}\n\
          [commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {evil}\n\
+         [gpg \"ssh\"]\n\tprogram = {evil}\n[gpg \"x509\"]\n\tprogram = {evil}\n\
+         [alias]\n\tcommit-tree = !{evil}\n\tupdate-ref = !{evil}\n\thash-object = !{evil}\n\
+         [gc]\n\tauto = 1\n[maintenance]\n\tauto = true\n\
          [user]\n\tname = Mallory\n\temail = m@example.invalid\n",
         hooks = trap.path().display()
     ));
+    let included = trap.path().join("included.config");
+    std::fs::write(
+        &included,
+        format!("[core]\n\tfsmonitor = {evil}\n[commit]\n\tgpgSign = true\n"),
+    )
+    .expect("included config");
+    repo.append_config(&format!("[include]\n\tpath = {}\n", included.display()));
     for hook in [
         "pre-commit",
         "prepare-commit-msg",
@@ -1727,6 +1816,26 @@ fn a_hostile_repository_runs_nothing_when_the_bus_commits() {
         0
     );
     assert_ne!(c1, s);
+    // An outside Git sees ordinary commits on the branch, with their
+    // reflog entries, and a sound repository.
+    assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), s);
+    assert_eq!(repo.git(&["rev-parse", "main"], "x"), s);
+    assert_eq!(show(&repo, "%P", &s), c);
+    repo.git(
+        &[
+            "-c",
+            "core.fsmonitor=false",
+            "fsck",
+            "--strict",
+            "--no-progress",
+        ],
+        "x",
+    );
+    let log = repo.git(&["reflog", "show", "--format=%H %gs", "main"], "x");
+    assert!(
+        log.starts_with(&format!("{s} mosaic-bus: record write")),
+        "{log}"
+    );
     w.b.close();
 }
 
@@ -1923,27 +2032,21 @@ fn a_head_moved_outside_the_lock_during_a_write_gets_project_busy_and_loses_noth
     let repo = Repo::new();
     let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
     // A commit someone else makes while the bus writes: ready before, moved
-    // onto HEAD by a `git` wrapper just before the bus's update-ref.
+    // onto HEAD by an outside `git update-ref` while the bus's write is held
+    // just before it moves HEAD.
     let tree = repo.git(&["rev-parse", "HEAD^{tree}"], "x");
     let outside = repo.git(&["commit-tree", &tree, "-p", &c1, "-m", "outside"], "Bob");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let wrapper = dir.path().join("git");
-    let mark = dir.path().join("moved");
-    executable(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\ncase \" $* \" in *\" update-ref \"*)\n  if [ ! -e {mark} ]; then : > {mark}; {git} update-ref HEAD {outside}; fi;;\nesac\nexec {git} \"$@\"\n",
-            mark = mark.display(),
-            git = real_git().display(),
-        ),
-    );
-    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let pause = Pause::at("ref");
+    let w = world_of(repo.path(), Some(&pause), &[], writers());
     let args = json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"});
-    assert_eq!(
-        err(&w.b.call(&w.pm, "record.write", args.clone())),
-        "project-busy"
-    );
-    assert!(mark.exists(), "the outside commit went in first");
+    let socket = w.b.socket.clone();
+    let pm = w.pm.clone();
+    let req = json!({"cap": pm, "verb": "record.write", "args": args.clone()});
+    let writing = std::thread::spawn(move || raw_request(&socket, format!("{req}\n").as_bytes()));
+    pause.wait();
+    repo.git(&["update-ref", "HEAD", &outside], "x");
+    pause.release();
+    assert_eq!(err(&writing.join().expect("writer")), "project-busy");
     assert_eq!(repo.git(&["rev-parse", "HEAD"], "x"), outside);
     assert!(events(w.root.path(), "record.written").is_empty());
     // Written again, on top of the outside commit.
@@ -2515,7 +2618,7 @@ fn an_outside_git_holding_its_locks_is_no_contention_for_the_index_and_busy_for_
 }
 
 /// A save whose Git side takes longer than the ordinary 5 s a client waits
-/// (`commit-tree` held ~6 s by a wrapper, under `git`'s own 10 s and the
+/// (held ~6 s by the test before it moves `HEAD`, under a step's 10 s and the
 /// job's 30 s budget): the human shim waits the staged verb's longer time
 /// (`mosaic_wire::limits::call_timeout`) and prints the broker's real answer,
 /// the commit now at `HEAD`, not its own `outcome-unknown`. Asserts the
@@ -2524,16 +2627,15 @@ fn an_outside_git_holding_its_locks_is_no_contention_for_the_index_and_busy_for_
 fn a_save_slower_than_the_ordinary_timeout_reaches_the_human_as_its_commit() {
     let repo = Repo::new();
     let d1 = repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
-    let slow = tempfile::tempdir().expect("tempdir");
-    let wrapper = slow.path().join("git");
-    executable(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = commit-tree ] && sleep 6; done\nexec {git} \"$@\"\n",
-            git = real_git().display(),
-        ),
-    );
-    let w = world_of(repo.path(), Some(&wrapper), &[], writers());
+    let pause = std::sync::Arc::new(Pause::at("ref"));
+    let w = world_of(repo.path(), Some(&pause), &[], writers());
+    let holder = std::sync::Arc::clone(&pause);
+    let holding = std::thread::spawn(move || {
+        let pause = holder;
+        pause.wait();
+        std::thread::sleep(Duration::from_secs(6));
+        pause.release();
+    });
     let human = ShimSession::human(&w.b);
     let reply = human.call(
         "project.file.save",
@@ -2547,8 +2649,423 @@ fn a_save_slower_than_the_ordinary_timeout_reaches_the_human_as_its_commit() {
         json!({"ok": true, "result": {"path": "docs/plan.md", "commit": head}})
     );
     assert_eq!(show(&repo, "%P %an", &head), format!("{d1} Ada"));
+    holding.join().expect("the holder");
     let saved = events(w.root.path(), "project.file.saved");
     assert_eq!(saved.len(), 1);
     assert_eq!(saved[0][3]["commit"], json!(head));
+    w.b.close();
+}
+
+// --- issue 29 item 1: the records repository is data, never code ---------
+
+/// The program slots a partial clone's lazy fetch reaches, each a config a
+/// same-user writer of `.git` could leave: the `ext::` remote helper, a
+/// local remote's `uploadpack` program, and an `ssh://` remote's
+/// `core.sshCommand`, each with its protocol allowed in the repository's
+/// own config (which beats `-c protocol.allow=never`).
+fn lazy_fetch_routes(evil: &str) -> Vec<(&'static str, String)> {
+    let promisor = "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n";
+    vec![
+        (
+            "ext",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = ext::sh -c {evil}\n\tpromisor = true\n\
+                 [protocol \"ext\"]\n\tallow = always\n"
+            ),
+        ),
+        (
+            "uploadpack",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = file:///nonexistent/origin\n\tuploadpack = {evil}\n\
+                 \tpromisor = true\n[protocol \"file\"]\n\tallow = always\n"
+            ),
+        ),
+        (
+            "sshCommand",
+            format!(
+                "{promisor}[remote \"origin\"]\n\turl = ssh://example.invalid/origin\n\tpromisor = true\n\
+                 [protocol \"ssh\"]\n\tallow = always\n[core]\n\tsshCommand = {evil}\n"
+            ),
+        ),
+    ]
+}
+
+impl Repo {
+    /// Deletes the loose object `sha` (as a partial clone lacks it).
+    fn drop_object(&self, sha: &str) {
+        let path = self
+            .path()
+            .join(".git/objects")
+            .join(&sha[..2])
+            .join(&sha[2..]);
+        std::fs::remove_file(&path).expect("a loose object");
+    }
+}
+
+/// A partial clone whose spec blob is gone and whose promisor remote runs
+/// the trap's program (route `config`): `spec.read`, `project.file` of the
+/// spec and a cited raise each need that blob, and a Git that fetches it
+/// lazily runs the program. Each is refused with the reader's static code
+/// and runs nothing; `project.files` and a `record.write` need no blob and
+/// go through, running nothing either.
+fn a_lazy_fetch_route_runs_nothing(name: &str, config: impl Fn(&str) -> String) {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "# North star\n", "Ada");
+    let blob = repo.git(&["rev-parse", "HEAD:spec/north-star.md"], "x");
+    let trap = tempfile::tempdir().expect("tempdir");
+    let (evil, marker) = hostile_program(trap.path(), "exit 1");
+    repo.append_config(&config(&evil));
+    repo.drop_object(&blob);
+    let w = Cited::start(writers(), &[("site", repo.path())], &["pm", "cto", "dev"]);
+    let human = ShimSession::human(&w.b);
+    let ran = |after: &str| {
+        assert!(
+            !marker.exists(),
+            "{name}: {after} ran {:?}",
+            std::fs::read_to_string(&marker)
+        );
+    };
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    ran("spec.read");
+    assert_eq!(
+        err(&w.call("dev", "spec.read", json!({"project": "site", "commit": c1}))),
+        "project-unavailable"
+    );
+    ran("spec.read at a commit");
+    assert_eq!(
+        err(&w.raise("dev", "prd.approve", cite("site", &c1))),
+        "project-unavailable"
+    );
+    ran("a cited decision.raise");
+    assert_eq!(
+        err(&human.call(
+            "project.file",
+            json!({"project": "site", "path": "spec/north-star.md"})
+        )),
+        "project-unavailable"
+    );
+    ran("project.file");
+    let listed = res(&human.call("project.files", json!({"project": "site"}))).clone();
+    assert_eq!(listed["files"][0]["path"], json!("spec/north-star.md"));
+    ran("project.files");
+    let c = res(&w.call(
+        "pm",
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    ran("record.write");
+    assert_eq!(show(&repo, "%P %an", &c), format!("{c1} pm.pm"));
+    // Nothing was fetched: the blob is still missing.
+    assert!(!repo
+        .path()
+        .join(".git/objects")
+        .join(&blob[..2])
+        .join(&blob[2..])
+        .exists());
+    w.b.close();
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_ext_helper() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(0).1;
+    a_lazy_fetch_route_runs_nothing("ext", routes);
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_upload_pack_program() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(1).1;
+    a_lazy_fetch_route_runs_nothing("uploadpack", routes);
+}
+
+#[test]
+fn a_partial_clone_s_lazy_fetch_runs_no_ssh_command() {
+    let routes = |evil: &str| lazy_fetch_routes(evil).swap_remove(2).1;
+    a_lazy_fetch_route_runs_nothing("sshCommand", routes);
+}
+
+#[test]
+fn an_included_config_file_runs_nothing() {
+    // The repository's config only includes a file elsewhere; that file
+    // holds the ext:: partial-clone route and every other program slot.
+    a_lazy_fetch_route_runs_nothing("include.path", |evil: &str| {
+        let dir = Path::new(evil).parent().expect("trap dir");
+        let included = dir.join("evil.config");
+        let ext = lazy_fetch_routes(evil).swap_remove(0).1;
+        std::fs::write(
+            &included,
+            format!(
+                "{ext}[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n\thooksPath = {hooks}\n\
+                 [alias]\n\tlog = !{evil}\n\tcat-file = !{evil}\n",
+                hooks = dir.display()
+            ),
+        )
+        .expect("included config");
+        format!("[include]\n\tpath = {}\n", included.display())
+    });
+}
+
+/// A repository whose objects are partly packed, partly loose, and partly
+/// missing (no promisor: nothing to fetch from): what is there reads, from
+/// the pack and loose alike; a missing object is `project-unavailable`.
+#[test]
+fn packed_loose_and_missing_objects_read_or_refuse_statically() {
+    let repo = Repo::new();
+    let c1 = repo.commit("spec/north-star.md", "v1\n", "Ada");
+    let c2 = repo.commit("spec/north-star.md", "v2\n", "cto.cto");
+    repo.commit("docs/plan.md", "# Plan\n", "pm.pm");
+    repo.git(&["repack", "-q", "-a", "-d"], "x");
+    repo.git(&["prune-packed"], "x");
+    let c3 = repo.commit("spec/north-star.md", "v3\n", "Ada");
+    let packed = repo.path().join(".git/objects/pack");
+    assert!(std::fs::read_dir(&packed).expect("pack dir").any(|e| e
+        .expect("entry")
+        .path()
+        .extension()
+        == Some("pack".as_ref())));
+    let trap = tempfile::tempdir().expect("tempdir");
+    let (evil, marker) = hostile_program(trap.path(), "exit 1");
+    repo.append_config(&lazy_fetch_routes(&evil).swap_remove(0).1);
+    let w = world_of(repo.path(), None, &[], writers());
+    let read = |args: Value| w.b.call(&w.pm, "spec.read", args);
+    // Loose tip, packed history.
+    let r = res(&read(json!({"project": "site"}))).clone();
+    assert_eq!((&r["content"], &r["commit"]), (&json!("v3\n"), &json!(c3)));
+    let commits: Vec<&Value> = r["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|e| &e["commit"])
+        .collect();
+    assert_eq!(commits, [&json!(c3), &json!(c2), &json!(c1)]);
+    // A packed commit read as it was.
+    let r = res(&read(json!({"project": "site", "commit": c2}))).clone();
+    assert_eq!(
+        (&r["content"], &r["confirmed"]),
+        (&json!("v2\n"), &json!(false))
+    );
+    // The tip's loose spec blob goes missing: a static refusal, nothing run.
+    let blob = repo.git(&["rev-parse", "HEAD:spec/north-star.md"], "x");
+    repo.drop_object(&blob);
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    // The packed history still reads.
+    assert_eq!(
+        res(&read(json!({"project": "site", "commit": c2})))["content"],
+        json!("v2\n")
+    );
+    // A write on the mixed store, with the branch only in packed-refs: an
+    // ordinary commit an outside Git accepts (the tip's blob aside, which
+    // the write does not need).
+    repo.git(&["pack-refs", "--all"], "x");
+    let c4 = res(&w.b.call(
+        &w.pm,
+        "record.write",
+        json!({"project": "site", "path": "docs/plan.md", "record": "# Plan v2\n"}),
+    ))["commit"]
+        .as_str()
+        .expect("commit")
+        .to_string();
+    assert_eq!(repo.git(&["rev-parse", "main"], "x"), c4);
+    assert_eq!(show(&repo, "%P %an", &c4), format!("{c3} pm.pm"));
+    assert_eq!(
+        repo.git(&["cat-file", "blob", &format!("{c4}:docs/plan.md")], "x"),
+        "# Plan v2"
+    );
+    // The tip's loose commit before it goes missing: the history can't be
+    // walked past it.
+    repo.drop_object(&c3);
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    // The branch set back to the missing commit (by hand: a `git` here
+    // would fetch it through the trap): HEAD names nothing there.
+    std::fs::write(repo.path().join(".git/refs/heads/main"), format!("{c3}\n")).expect("ref");
+    assert_eq!(
+        err(&read(json!({"project": "site"}))),
+        "project-unavailable"
+    );
+    assert!(
+        !marker.exists(),
+        "ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    w.b.close();
+}
+
+/// What the bus reads of a history is what `git log` prints: the spec's
+/// changing commits under Git's default history simplification (a merge
+/// that took one side's spec is not shown and only that side is followed;
+/// one that changed it is), its author, `%aI` in the author's own zone, and
+/// `%s`.
+#[test]
+fn spec_history_is_what_git_log_prints_through_merges_and_time_zones() {
+    let repo = Repo::new();
+    let at = |n: i64, zone: &str| format!("{} {zone}", 1_700_000_000 + n * 3600);
+    let commit_at = |path: &str, content: &str, author: &str, date: &str, msg: &str| {
+        let full = repo.path().join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&full, content).expect("write");
+        repo.git(&["add", "--", path], author);
+        repo.git_dated(&["commit", "-q", "-m", msg], author, date);
+    };
+    commit_at(
+        "spec/north-star.md",
+        "v1\n",
+        "Ada",
+        &at(1, "+0000"),
+        "first\n\nbody",
+    );
+    commit_at("docs/a.md", "a\n", "pm.pm", &at(2, "-0130"), "docs a");
+    repo.git(&["checkout", "-q", "-b", "side"], "x");
+    commit_at(
+        "spec/north-star.md",
+        "side\n",
+        "cto.cto",
+        &at(3, "+0545"),
+        "  side  \nspec  ",
+    );
+    commit_at("docs/b.md", "b\n", "cto.cto", &at(4, "+0000"), "docs b");
+    repo.git(&["checkout", "-q", "main"], "x");
+    commit_at("docs/c.md", "c\n", "pm.pm", &at(5, "+1400"), "docs c");
+    // A merge that takes side's spec: TREESAME to side, not shown.
+    repo.git_dated(
+        &["merge", "-q", "--no-ff", "-m", "merge side", "side"],
+        "Ada",
+        &at(6, "-1200"),
+    );
+    repo.git(&["checkout", "-q", "-b", "other", "HEAD~1"], "x");
+    commit_at(
+        "spec/north-star.md",
+        "other\n",
+        "pm.pm",
+        &at(7, "+0100"),
+        "other spec",
+    );
+    repo.git(&["checkout", "-q", "main"], "x");
+    // A merge whose spec is neither side's: shown.
+    repo.git_dated(
+        &["merge", "-q", "--no-commit", "-s", "ours", "other"],
+        "Ada",
+        &at(8, "+0000"),
+    );
+    std::fs::write(repo.path().join("spec/north-star.md"), "merged\n").expect("write");
+    repo.git(&["add", "--", "spec/north-star.md"], "Ada");
+    repo.git_dated(
+        &["commit", "-q", "-m", "merge other"],
+        "Ada",
+        &at(8, "+0000"),
+    );
+    commit_at("docs/d.md", "d\n", "pm.pm", &at(9, "+0000"), "docs d");
+    let logged = repo.git(
+        &[
+            "log",
+            "--format=%H%x00%an%x00%aI%x00%s",
+            "HEAD",
+            "--",
+            "spec/north-star.md",
+        ],
+        "x",
+    );
+    let want: Vec<Value> = logged
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\0').collect();
+            json!({"commit": f[0], "author": f[1], "at": f[2], "subject": f[3]})
+        })
+        .collect();
+    assert!(want.len() >= 4, "{logged}");
+    let w = world(repo.path(), None, &[]);
+    let r = res(&w.b.call(&w.pm, "spec.read", json!({"project": "site"}))).clone();
+    assert_eq!(r["history"], json!(want));
+    assert_eq!(r["content"], json!("merged\n"));
+    // The files list and the editor's file give the same last change.
+    let human = ShimSession::human(&w.b);
+    let f = res(&human.call(
+        "project.file",
+        json!({"project": "site", "path": "spec/north-star.md"}),
+    ))
+    .clone();
+    assert_eq!(
+        (&f["commit"], &f["at"]),
+        (&want[0]["commit"], &want[0]["at"])
+    );
+    let docs = repo.git(
+        &["log", "-1", "--format=%H %aI", "HEAD", "--", "docs/b.md"],
+        "x",
+    );
+    let files = res(&human.call("project.files", json!({"project": "site"}))).clone();
+    let b = files["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == json!("docs/b.md"))
+        .cloned()
+        .expect("docs/b.md");
+    assert_eq!(
+        format!(
+            "{} {}",
+            b["commit"].as_str().expect("sha"),
+            b["at"].as_str().expect("at")
+        ),
+        docs
+    );
+    w.b.close();
+}
+
+/// A repository file the reader blocks on, a FIFO where `.git/HEAD` is: a
+/// `git` child could be killed at its deadline, an in-process read can't,
+/// so the server stops waiting for the job at its budget and answers
+/// `project-unavailable` within the client's wait for the verb; the writer
+/// serves everyone else meanwhile.
+#[test]
+fn a_read_held_up_in_the_file_system_is_answered_within_the_clients_wait() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let repo = Repo::new();
+    repo.commit("spec/north-star.md", "v1\n", "Ada");
+    let head = repo.path().join(".git/HEAD");
+    std::fs::remove_file(&head).expect("HEAD");
+    let c = std::ffi::CString::new(head.to_str().expect("utf-8")).expect("path");
+    // SAFETY: mkfifo on a NUL-terminated path the test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let w = world(repo.path(), None, &[]);
+    let socket = w.b.socket.clone();
+    let pm = w.pm.clone();
+    let reading = std::thread::spawn(move || {
+        let mut s = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+        // The wait a client gives this verb: the job's budget plus a margin.
+        s.set_read_timeout(Some(Duration::from_secs(30 + 5)))
+            .expect("timeout");
+        let req = json!({"cap": pm, "verb": "spec.read", "args": {"project": "site"}});
+        s.write_all(format!("{req}\n").as_bytes()).expect("send");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    res(&w.b.call(
+        &w.cto,
+        "message.send",
+        json!({"to": "pm", "body": "meanwhile"}),
+    ));
+    let out = reading.join().expect("reader");
+    assert!(!out.is_empty(), "no answer within the client's wait");
+    let reply: Value = serde_json::from_slice(out.trim_ascii_end()).expect("json");
+    assert_eq!(err(&reply), "project-unavailable");
+    // The held worker is let go: a writer opens the FIFO (never waiting for
+    // a reader) and closes it.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&head);
     w.b.close();
 }

@@ -27,9 +27,6 @@ pub struct BootConfig {
     /// The organization file (`organization`), when the boot names one.
     pub organization: Option<PathBuf>,
     pub shims: Shims,
-    /// The `git` executable project records are read and written with
-    /// (boot key `git`); `None`: `git` on `PATH`.
-    pub git: Option<PathBuf>,
 }
 
 /// Absolute paths of the human and tester shims.
@@ -56,8 +53,6 @@ struct RawConfig {
     organization: Option<String>,
     #[serde(default)]
     shims: Option<RawShims>,
-    #[serde(default)]
-    git: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -126,9 +121,7 @@ impl BootConfig {
             },
             None => default_shims(),
         };
-        let git = raw.git.as_deref().map(abs_path).transpose()?;
         Ok(BootConfig {
-            git,
             data_root,
             businesses,
             launches,

@@ -1,20 +1,24 @@
 //! Project records over Git (3i row 138): the business's declared projects
-//! resolve to local Git repositories (`Business::projects`), read through
-//! the `git` executable ([`git`]). Everything here runs off the writer
-//! thread and outside every store transaction: the writer side prepares a
-//! [`Job`] (the caller checked, the repository resolved), the server runs
-//! it on a blocking worker within the request's budget (`crate::budget`),
-//! and the writer side finishes it (the reply's token check, or the
-//! refusal's evidence).
+//! resolve to local Git repositories (`Business::projects`), read and
+//! written in process ([`git`]: gix, no `git` child). Everything here runs
+//! off the writer thread and outside every store transaction: the writer
+//! side prepares a [`Job`] (the caller checked, the repository resolved),
+//! the server runs it on a blocking worker within the request's budget
+//! (`crate::budget`) and waits for it no longer ([`Fence`]), and the writer
+//! side finishes it (the reply's token check, or the refusal's evidence).
 
 pub mod git;
 pub mod records;
 pub mod write;
 
 use crate::error::Code;
-use git::Git;
+use git::Repo;
+use gix::objs::tree::EntryKind;
+use gix::ObjectId;
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use write::{Author, RecordPath, Write};
 
 /// The one spec file of a project.
@@ -28,9 +32,9 @@ pub const FILE_MAX: usize = 1024 * 1024;
 /// Git work the writer side prepared.
 #[derive(Debug)]
 pub struct Job {
-    pub git: Git,
     pub repo: PathBuf,
     pub work: Work,
+    fence: Arc<Fence>,
 }
 
 #[derive(Debug)]
@@ -100,39 +104,46 @@ pub enum Receipt {
 }
 
 impl Job {
-    /// Runs the Git side within `budget` (every `git` child gets what is
-    /// left of it: [`Git::within`]). Blocking: call it on a worker thread.
-    pub fn run(self, budget: crate::budget::Budget) -> Result<Done, Code> {
-        let job = Job {
-            git: self.git.within(budget),
-            ..self
-        };
-        job.run_git()
+    /// The Git side of a staged verb on the repository at `repo`.
+    pub fn new(repo: PathBuf, work: Work) -> Job {
+        Job {
+            repo,
+            work,
+            fence: Arc::new(Fence::default()),
+        }
     }
 
-    fn run_git(self) -> Result<Done, Code> {
+    /// The fence the server holds while it waits for this job.
+    pub fn fence(&self) -> Arc<Fence> {
+        Arc::clone(&self.fence)
+    }
+
+    /// Runs the Git side within `budget` (every step gets what is left of
+    /// it: [`git::Repo`]). Blocking: call it on a worker thread.
+    pub fn run(self, budget: crate::budget::Budget) -> Result<Done, Code> {
         let reply = |reply| Done {
             reply,
             receipt: None,
         };
+        let open = || Repo::open(&self.repo, budget);
         match self.work {
             Work::SpecRead {
                 project,
                 human,
                 commit,
             } => {
-                let snap = spec_snapshot(&self.git, &self.repo, &human, commit.as_deref())?;
+                let snap = spec_snapshot(&open()?, &human, commit.as_deref())?;
                 Ok(reply(snap.reply(&project)))
             }
             Work::SpecCite { human, commit } => {
-                let snap = spec_snapshot(&self.git, &self.repo, &human, None)?;
+                let snap = spec_snapshot(&open()?, &human, None)?;
                 check_citation(&snap, &commit)?;
                 Ok(reply(
                     json!({"spec_commit": snap.commit, "head": snap.head}),
                 ))
             }
-            Work::Files { project } => Ok(reply(files(&self.git, &self.repo, &project)?)),
-            Work::File { path } => Ok(reply(file(&self.git, &self.repo, &path)?)),
+            Work::Files { project } => Ok(reply(files(&open()?, &project)?)),
+            Work::File { path } => Ok(reply(file(&open()?, &path)?)),
             Work::Record {
                 project,
                 path,
@@ -142,7 +153,6 @@ impl Job {
             } => {
                 let message = format!("record.write {}\n\nby {}", path.path, author.name);
                 let done = write::commit_file(
-                    &self.git,
                     &self.repo,
                     &Write {
                         path: &path,
@@ -151,6 +161,8 @@ impl Job {
                         message: &message,
                         base: None,
                     },
+                    budget,
+                    &self.fence,
                 )?;
                 Ok(Done {
                     reply: json!({"project": project, "path": path.path, "commit": done.commit}),
@@ -171,7 +183,6 @@ impl Job {
             } => {
                 let message = format!("project.file.save {}", path.path);
                 let done = write::commit_file(
-                    &self.git,
                     &self.repo,
                     &Write {
                         path: &path,
@@ -180,6 +191,8 @@ impl Job {
                         message: &message,
                         base: Some(&base),
                     },
+                    budget,
+                    &self.fence,
                 )?;
                 Ok(Done {
                     reply: json!({"path": path.path, "commit": done.commit}),
@@ -195,106 +208,108 @@ impl Job {
     }
 }
 
+/// Whether a job's one write may still move `HEAD`. The server waits for a
+/// job until its budget (and a grace) has passed; if it stops waiting it
+/// abandons the job, and from then on the job may not start moving `HEAD`
+/// (a worker held up in the file system, a FIFO where a file should be,
+/// is never waited for past the budget). A job already moving `HEAD` when
+/// the server stops waiting makes the answer `outcome-unknown`.
+#[derive(Debug, Default)]
+pub struct Fence(AtomicU8);
+
+const FENCE_OPEN: u8 = 0;
+const FENCE_WRITING: u8 = 1;
+const FENCE_ABANDONED: u8 = 2;
+
+impl Fence {
+    /// The job's side, just before it moves `HEAD`: true if it may.
+    pub fn enter(&self) -> bool {
+        self.0
+            .compare_exchange(
+                FENCE_OPEN,
+                FENCE_WRITING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// The server's side, once it stops waiting: true when the job has not
+    /// started moving `HEAD` and now never will.
+    pub fn abandon(&self) -> bool {
+        match self.0.compare_exchange(
+            FENCE_OPEN,
+            FENCE_ABANDONED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(state) => state == FENCE_ABANDONED,
+        }
+    }
+}
+
 /// At most this many files in a `project.files` reply.
 pub const FILES_MAX: usize = 200;
 
 /// The last changing commit of `path` at or before `at`: `(commit, author
 /// name, author date)`.
-fn last_change(
-    git: &Git,
-    repo: &std::path::Path,
-    at: &str,
-    path: &str,
-) -> Result<(String, String, String), Code> {
-    let out = git.run(
-        repo,
-        &[
-            "log",
-            "-1",
-            "--no-renames",
-            "--no-show-signature",
-            "--format=%H%n%an%n%aI",
-            "--end-of-options",
-            at,
-            "--",
-            path,
-        ],
-        None,
-    )?;
-    let text = out.text()?;
-    let mut f = text.trim_end_matches('\n').splitn(3, '\n');
-    match (f.next(), f.next(), f.next()) {
-        (Some(c), Some(a), Some(t)) if is_full_sha(c) => Ok((c.into(), a.into(), t.into())),
-        _ => Err(Code::ProjectFileMissing),
-    }
+fn last_change(repo: &Repo, at: ObjectId, path: &str) -> Result<(String, String, String), Code> {
+    let Some(c) = repo.history(at, path, 1)?.first().copied() else {
+        return Err(Code::ProjectFileMissing);
+    };
+    let shown = repo.shown(c)?;
+    Ok((c.to_string(), shown.author, shown.at))
 }
 
 /// `project.files`: the spec and every `docs/NAME.md` at `HEAD` (plain
 /// files only), each with its last changing commit, sorted by path; at
 /// most [`FILES_MAX`] and `truncated` past it.
-fn files(git: &Git, repo: &std::path::Path, project: &str) -> Result<Value, Code> {
-    let tip = head(git, repo)?;
-    let out = git.run(
-        repo,
-        &[
-            "ls-tree",
-            "-r",
-            "-z",
-            "--full-tree",
-            "--end-of-options",
-            &tip,
-            "--",
-            "spec",
-            "docs",
-        ],
-        None,
-    )?;
-    let text = out.text()?;
+fn files(repo: &Repo, project: &str) -> Result<Value, Code> {
+    let tip = repo.head()?;
+    let root = repo.tree_of(tip)?;
     let mut paths = Vec::new();
-    for rec in text.split('\0').filter(|r| !r.is_empty()) {
-        let Some((meta, path)) = rec.split_once('\t') else {
-            return Err(Code::ProjectUnavailable);
-        };
-        let plain = meta.starts_with("100644 blob ") || meta.starts_with("100755 blob ");
-        let editable = write::parse_path(path)
-            .is_ok_and(|p| matches!(p.kind, write::Kind::Spec | write::Kind::Doc));
-        if plain && editable {
-            paths.push(path.to_string());
+    for (dir, entry) in repo.tree_entries(root)? {
+        if !(dir == "spec" || dir == "docs") || entry.kind != EntryKind::Tree {
+            continue;
+        }
+        for (name, e) in repo.tree_entries(entry.id)? {
+            let path = format!("{dir}/{name}");
+            let plain = matches!(e.kind, EntryKind::Blob | EntryKind::BlobExecutable);
+            let editable = write::parse_path(&path)
+                .is_ok_and(|p| matches!(p.kind, write::Kind::Spec | write::Kind::Doc));
+            if plain && editable {
+                paths.push(path);
+            }
         }
     }
     paths.sort();
+    paths.dedup();
     let truncated = paths.len() > FILES_MAX;
     paths.truncate(FILES_MAX);
     let mut list = Vec::with_capacity(paths.len());
     for p in paths {
-        let (commit, author, at) = last_change(git, repo, &tip, &p)?;
+        let (commit, author, at) = last_change(repo, tip, &p)?;
         list.push(json!({"path": p, "commit": commit, "author": author, "at": at}));
     }
-    Ok(json!({"project": project, "head": tip, "files": list, "truncated": truncated}))
+    Ok(json!({"project": project, "head": tip.to_string(), "files": list, "truncated": truncated}))
 }
 
 /// The text of blob `object`: at most `FILE_MAX` bytes of UTF-8, else
 /// `project-file-invalid`.
-fn blob_text(git: &Git, repo: &std::path::Path, object: &str) -> Result<String, Code> {
-    let out = git.run(repo, &["cat-file", "blob", object], None)?;
-    if !out.ok() {
-        return Err(Code::ProjectUnavailable);
-    }
-    if out.stdout.len() > FILE_MAX {
-        return Err(Code::ProjectFileInvalid);
-    }
-    String::from_utf8(out.stdout).map_err(|_| Code::ProjectFileInvalid)
+fn blob_text(repo: &Repo, object: ObjectId) -> Result<String, Code> {
+    let bytes = repo.blob(object, FILE_MAX)?;
+    String::from_utf8(bytes).map_err(|_| Code::ProjectFileInvalid)
 }
 
 /// `project.file`: one committed spec or docs file at `HEAD`.
-fn file(git: &Git, repo: &std::path::Path, path: &RecordPath) -> Result<Value, Code> {
-    let tip = head(git, repo)?;
-    let (blob, _) =
-        write::committed_blob(git, repo, &tip, path)?.ok_or(Code::ProjectFileMissing)?;
-    let content = blob_text(git, repo, &blob)?;
-    let (commit, author, at) = last_change(git, repo, &tip, &path.path)?;
+fn file(repo: &Repo, path: &RecordPath) -> Result<Value, Code> {
+    let tip = repo.head()?;
+    let (blob, _) = write::committed_blob(repo, tip, path)?.ok_or(Code::ProjectFileMissing)?;
+    let content = blob_text(repo, blob)?;
+    let (commit, author, at) = last_change(repo, tip, &path.path)?;
     Ok(json!({
-        "path": path.path, "head": tip, "commit": commit,
+        "path": path.path, "head": tip.to_string(), "commit": commit,
         "content": content, "author": author, "at": at,
     }))
 }
@@ -363,96 +378,34 @@ impl Snapshot {
     }
 }
 
-/// The repository's `HEAD` commit. A directory that is no repository (its
-/// `.git` missing, a symlink or a file), or one with no commit, is
-/// `project-unavailable`.
-pub(crate) fn head(git: &Git, repo: &std::path::Path) -> Result<String, Code> {
-    // A directory of its own, as the writer's lock requires: a symlinked
-    // `.git` or a `gitdir:` file is no repository the bus reads.
-    match std::fs::symlink_metadata(repo.join(".git")) {
-        Ok(md) if md.file_type().is_dir() => {}
-        _ => return Err(Code::ProjectUnavailable),
-    }
-    let out = git.run(
-        repo,
-        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-        None,
-    )?;
-    let ok = out.ok();
-    let sha = String::from_utf8(out.stdout).map_err(|_| Code::ProjectUnavailable)?;
-    let sha = sha.trim_end();
-    if !ok || !is_full_sha(sha) {
-        return Err(Code::ProjectUnavailable);
-    }
-    Ok(sha.to_string())
-}
-
 /// The committed `spec/north-star.md` at `commit` (a full SHA-1 reachable
 /// from `HEAD`) or at `HEAD`: only committed bytes, its last changing
 /// commit, and whether that commit's author is the business's human.
-pub fn spec_snapshot(
-    git: &Git,
-    repo: &std::path::Path,
-    human: &str,
-    commit: Option<&str>,
-) -> Result<Snapshot, Code> {
-    let tip = head(git, repo)?;
+pub fn spec_snapshot(repo: &Repo, human: &str, commit: Option<&str>) -> Result<Snapshot, Code> {
+    let tip = repo.head()?;
     let at = match commit {
         None => tip,
         Some(c) if !is_full_sha(c) => return Err(Code::InvalidRequest),
         Some(c) => {
-            let kind = git.run(repo, &["cat-file", "-t", "--end-of-options", c], None)?;
-            if !kind.ok() || kind.stdout != b"commit\n" {
+            let id = ObjectId::from_hex(c.as_bytes()).map_err(|_| Code::InvalidRequest)?;
+            if !repo.is_commit(id)? || !repo.is_ancestor(id, tip)? {
                 return Err(Code::UnknownCommit);
             }
-            let reach = git.run(
-                repo,
-                &["merge-base", "--is-ancestor", "--end-of-options", c, &tip],
-                None,
-            )?;
-            match reach.code {
-                Some(0) => c.to_string(),
-                Some(1) => return Err(Code::UnknownCommit),
-                _ => return Err(Code::ProjectUnavailable),
-            }
+            id
         }
     };
-    let limit = format!("--max-count={}", HISTORY_MAX + 1);
-    let log = git.run(
-        repo,
-        &[
-            "log",
-            "-z",
-            "--no-renames",
-            "--no-show-signature",
-            "--format=%H%n%an%n%aI%n%s",
-            &limit,
-            "--end-of-options",
-            &at,
-            "--",
-            SPEC_PATH,
-        ],
-        None,
-    )?;
-    let text = log.text()?;
-    let mut history = Vec::new();
-    for rec in text.split('\0').filter(|r| !r.is_empty()) {
-        let mut f = rec.trim_start_matches('\n').splitn(4, '\n');
-        let (Some(c), Some(a), Some(t), s) = (f.next(), f.next(), f.next(), f.next()) else {
-            return Err(Code::ProjectUnavailable);
-        };
-        if !is_full_sha(c) {
-            return Err(Code::ProjectUnavailable);
-        }
+    let changes = repo.history(at, SPEC_PATH, HISTORY_MAX + 1)?;
+    let truncated = changes.len() > HISTORY_MAX;
+    let mut history = Vec::with_capacity(changes.len().min(HISTORY_MAX));
+    for c in changes.into_iter().take(HISTORY_MAX) {
+        let shown = repo.shown(c)?;
         history.push(Entry {
-            commit: c.into(),
-            author: a.into(),
-            at: t.into(),
-            subject: s.unwrap_or("").into(),
+            commit: c.to_string(),
+            author: shown.author,
+            at: shown.at,
+            subject: shown.subject,
         });
     }
-    let truncated = history.len() > HISTORY_MAX;
-    history.truncate(HISTORY_MAX);
     let Some(last) = history.first() else {
         return Err(Code::ProjectFileMissing);
     };
@@ -460,11 +413,10 @@ pub fn spec_snapshot(
     // the editor and the writer require (`project-path-invalid`): a symlink's
     // target text is no spec. Absent: deleted by its last changing commit.
     let spec = write::parse_path(SPEC_PATH)?;
-    let (object, _) =
-        write::committed_blob(git, repo, &at, &spec)?.ok_or(Code::ProjectFileMissing)?;
-    let content = blob_text(git, repo, &object)?;
+    let (object, _) = write::committed_blob(repo, at, &spec)?.ok_or(Code::ProjectFileMissing)?;
+    let content = blob_text(repo, object)?;
     Ok(Snapshot {
-        head: at,
+        head: at.to_string(),
         commit: last.commit.clone(),
         confirmed: last.author == human,
         content,

@@ -1,27 +1,34 @@
 //! The one commit primitive: write one project file as one commit, under
-//! the project lock, through Git's plumbing only. Nothing of the work tree,
-//! its index or the repository's hooks takes part: the blob goes in with
-//! `hash-object --no-filters`, the tree is built in a private index file
-//! (`read-tree`, `update-index`, `write-tree`), the commit is made with
-//! `commit-tree`, and `update-ref` moves `HEAD`'s branch only if it still
-//! points where the write started. Blocking: a worker thread runs it.
+//! the project lock, in process (gix). Nothing of the work tree, its index
+//! or the repository's hooks takes part: the blob goes in as the bytes
+//! given (no attribute or filter is consulted), the new tree is the
+//! `HEAD` tree with that one entry set, the commit names the authors the
+//! bus gives, and `HEAD`'s branch moves by compare-and-swap under Git's
+//! own ref lock (`<ref>.lock`), only if it still points where the write
+//! started. Blocking: a worker thread runs it.
 
-use super::git::{Extra, Git};
-use super::{head, is_full_sha};
+use super::git::Repo;
+use super::Fence;
+use crate::budget::Budget;
 use crate::error::Code;
+use gix::objs::tree::EntryKind;
+use gix::ObjectId;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The lock every project write holds, inside the repository's `.git`.
 pub const LOCK_FILE: &str = "mosaic.lock";
-/// The least of a job's budget that must be left to start `update-ref`, the
-/// step that moves `HEAD` (it takes milliseconds; this keeps the budget
-/// from cutting it off midway).
+/// The least of a job's budget that must be left to start moving `HEAD`
+/// (it takes milliseconds; this keeps a job near the end of its budget from
+/// starting it).
 pub const REF_RESERVE: std::time::Duration = std::time::Duration::from_secs(2);
-/// The private index a write builds its tree in (under the lock, so one
-/// name does; a crash's leftover is overwritten by the next write).
-const INDEX_FILE: &str = "mosaic-index";
+/// The private index the bus's writes used before they were made in
+/// process: a leftover of a killed write of that version (with its
+/// `.lock`) is removed under the project lock.
+const OLD_INDEX_FILE: &str = "mosaic-index";
+/// The committer of every bus commit.
+pub const COMMITTER: (&str, &str) = ("mosaic-bus", "mosaic-bus@localhost");
 
 /// What kind of record a writable path holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,120 +222,37 @@ pub fn lock(repo: &Path) -> Result<ProjectLock, Code> {
     }
 }
 
-/// A tree entry as `ls-tree` prints it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct TreeEntry {
-    mode: String,
-    kind: String,
-    object: String,
-    path: String,
-}
-
-/// The entries of `dir` and `path` in `commit`'s tree (each absent or one).
-fn entries(git: &Git, repo: &Path, commit: &str, rp: &RecordPath) -> Result<Vec<TreeEntry>, Code> {
-    let out = git.run(
-        repo,
-        &[
-            "ls-tree",
-            "-z",
-            "--full-tree",
-            "--end-of-options",
-            commit,
-            "--",
-            rp.dir,
-            &rp.path,
-        ],
-        None,
-    )?;
-    let text = out.text()?;
-    let mut list = Vec::new();
-    for rec in text.split('\0').filter(|r| !r.is_empty()) {
-        let (meta, path) = rec.split_once('\t').ok_or(Code::ProjectUnavailable)?;
-        let mut f = meta.split(' ');
-        let (Some(mode), Some(kind), Some(object), None) = (f.next(), f.next(), f.next(), f.next())
-        else {
-            return Err(Code::ProjectUnavailable);
-        };
-        list.push(TreeEntry {
-            mode: mode.into(),
-            kind: kind.into(),
-            object: object.into(),
-            path: path.into(),
-        });
-    }
-    Ok(list)
-}
-
-/// The committed file at `commit`: its blob and mode, or `None` when it is
+/// The committed file at `commit`: its blob and kind, or `None` when it is
 /// not there. Its directory must be a plain tree and the file a plain blob
 /// (a symlink, a submodule or a file where the directory goes is
 /// `project-path-invalid`).
 pub(crate) fn committed_blob(
-    git: &Git,
-    repo: &Path,
-    commit: &str,
+    repo: &Repo,
+    commit: ObjectId,
     rp: &RecordPath,
-) -> Result<Option<(String, String)>, Code> {
-    let list = entries(git, repo, commit, rp)?;
-    let mut blob = None;
-    for e in list {
-        if e.path == rp.dir {
-            if e.mode != "040000" || e.kind != "tree" {
-                return Err(Code::ProjectPathInvalid);
-            }
-        } else if e.path == rp.path {
-            if !(e.kind == "blob" && (e.mode == "100644" || e.mode == "100755")) {
-                return Err(Code::ProjectPathInvalid);
-            }
-            if !is_full_sha(&e.object) {
-                return Err(Code::ProjectUnavailable);
-            }
-            blob = Some((e.object, e.mode));
-        }
+) -> Result<Option<(ObjectId, EntryKind)>, Code> {
+    match repo.entry_at(commit, rp.dir)? {
+        None => return Ok(None),
+        Some(e) if e.kind != EntryKind::Tree => return Err(Code::ProjectPathInvalid),
+        Some(_) => {}
     }
-    Ok(blob)
+    match repo.entry_at(commit, &rp.path)? {
+        None => Ok(None),
+        Some(e) if matches!(e.kind, EntryKind::Blob | EntryKind::BlobExecutable) => {
+            Ok(Some((e.id, e.kind)))
+        }
+        Some(_) => Err(Code::ProjectPathInvalid),
+    }
 }
 
 /// The file's last changing commit at or before `commit` (`None` if no
 /// commit there ever had it).
 pub(crate) fn file_commit(
-    git: &Git,
-    repo: &Path,
-    commit: &str,
+    repo: &Repo,
+    commit: ObjectId,
     path: &str,
-) -> Result<Option<String>, Code> {
-    let out = git.run(
-        repo,
-        &[
-            "log",
-            "-1",
-            "--no-renames",
-            "--format=%H",
-            "--end-of-options",
-            commit,
-            "--",
-            path,
-        ],
-        None,
-    )?;
-    let text = out.text()?;
-    let sha = text.trim_end();
-    if sha.is_empty() {
-        return Ok(None);
-    }
-    if !is_full_sha(sha) {
-        return Err(Code::ProjectUnavailable);
-    }
-    Ok(Some(sha.into()))
-}
-
-fn one_sha(out: super::git::Output) -> Result<String, Code> {
-    let text = out.text()?;
-    let sha = text.trim_end();
-    if !is_full_sha(sha) {
-        return Err(Code::ProjectUnavailable);
-    }
-    Ok(sha.into())
+) -> Result<Option<ObjectId>, Code> {
+    Ok(repo.history(commit, path, 1)?.first().copied())
 }
 
 /// What a write asks for.
@@ -345,174 +269,204 @@ pub struct Write<'a> {
     pub base: Option<&'a str>,
 }
 
-/// Removes the private index (and a lock Git left beside it) when the
-/// write ends, however it ends.
-struct IndexFile(PathBuf);
-
-impl Drop for IndexFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        let _ = std::fs::remove_file(index_lock(&self.0));
-    }
-}
-
-/// How long the look at `HEAD` after a failed or lost `update-ref` may
-/// take (the job's budget may be spent by then).
-pub const AFTER_LOST_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// An `update-ref` that did not succeed, judged by one look at `HEAD`:
-/// at the new commit the write stands and is answered as done; moved
-/// elsewhere, or its ref locked by another Git, a contention
+/// A write whose move of `HEAD` did not succeed, judged by one look at
+/// `HEAD`: at the new commit the write stands and is answered as done;
+/// moved elsewhere, or its ref locked by another Git, a contention
 /// (`project-busy`); at the old commit, nothing was written
-/// (`project-unavailable`). `answered` is false when the child ended
-/// without an answer (killed at its deadline): then an unreadable `HEAD`
-/// is `outcome-unknown`, never a plain refusal for a commit that may stand.
+/// (`project-unavailable`). `started` is true when the move failed after
+/// it began changing files (its commit phase): then an unreadable `HEAD` is
+/// `outcome-unknown`, never a plain refusal for a commit that may stand.
 fn judge_update(
-    git: &Git,
-    repo: &Path,
-    answered: bool,
-    commit: String,
-    previous: String,
+    repo: &Repo,
+    started: bool,
+    commit: ObjectId,
+    previous: ObjectId,
 ) -> Result<Committed, Code> {
-    let grace = crate::budget::Budget::ending(std::time::Instant::now() + AFTER_LOST_GRACE);
-    let git = git.clone().within(grace);
-    match head(&git, repo) {
-        Ok(now) if now == commit => Ok(Committed { commit, previous }),
+    let done = || Committed {
+        commit: commit.to_string(),
+        previous: previous.to_string(),
+    };
+    match repo.gix().head_id().map(gix::Id::detach) {
+        Ok(now) if now == commit => Ok(done()),
         Ok(now) if now != previous => Err(Code::ProjectBusy),
-        Ok(_) if answered && ref_locked(&git, repo) => Err(Code::ProjectBusy),
+        Ok(_) if ref_locked(repo) => Err(Code::ProjectBusy),
         Ok(_) => Err(Code::ProjectUnavailable),
-        Err(_) if answered => Err(Code::ProjectUnavailable),
-        Err(_) => Err(Code::OutcomeUnknown),
+        Err(_) if started => Err(Code::OutcomeUnknown),
+        Err(_) => Err(Code::ProjectUnavailable),
     }
 }
 
-/// True when another Git process holds a lock `update-ref HEAD` needs:
+/// True when another Git process holds a lock moving `HEAD` needs:
 /// `HEAD.lock`, the branch's `<ref>.lock` or `packed-refs.lock` in `.git`.
-fn ref_locked(git: &Git, repo: &Path) -> bool {
-    let dir = repo.join(".git");
+fn ref_locked(repo: &Repo) -> bool {
+    let dir = repo.gix().git_dir().to_path_buf();
     let mut locks = vec![dir.join("HEAD.lock"), dir.join("packed-refs.lock")];
-    if let Ok(out) = git.run(repo, &["symbolic-ref", "-q", "HEAD"], None) {
-        let ok = out.ok();
-        let name = String::from_utf8(out.stdout).unwrap_or_default();
-        let name = name.trim_end();
+    if let Ok(Some(name)) = repo.gix().head_name() {
+        let name = name.as_bstr().to_string();
         let plain = name.starts_with("refs/heads/")
             && name
                 .split('/')
                 .all(|c| !c.is_empty() && c != "." && c != "..");
-        if ok && plain {
+        if plain {
             locks.push(dir.join(format!("{name}.lock")));
         }
     }
     locks.iter().any(|l| std::fs::symlink_metadata(l).is_ok())
 }
 
-/// Git's lock file for an index file: its name with `.lock` appended.
-fn index_lock(index: &Path) -> PathBuf {
-    let mut name = index.as_os_str().to_owned();
-    name.push(".lock");
-    PathBuf::from(name)
+fn signature(name: &str, email: &str, seconds: i64) -> gix::actor::Signature {
+    gix::actor::Signature {
+        name: name.into(),
+        email: email.into(),
+        time: gix::date::Time { seconds, offset: 0 },
+    }
 }
 
 /// Writes one file as one commit on `HEAD`'s branch. In order: the lock
 /// (`project-busy`), `HEAD` (`project-unavailable` without a commit), the
 /// path's place in the tree (`project-path-invalid`), the base
 /// (`stale-base`), unchanged bytes (`project-file-unchanged`); then blob,
-/// tree, commit, and `update-ref` from the `HEAD` read (moved meanwhile by
-/// something outside the lock: `project-busy`). A refusal before
-/// `update-ref` leaves at most unreferenced objects behind; so does a job
-/// whose budget ran out before it (an earlier step is not started, or is
-/// killed, at the budget; `update-ref` is not started with less than
-/// [`REF_RESERVE`] left: `project-unavailable`).
-pub fn commit_file(git: &Git, repo: &Path, w: &Write<'_>) -> Result<Committed, Code> {
-    let _lock = lock(repo)?;
-    let previous = head(git, repo)?;
-    let existing = committed_blob(git, repo, &previous, w.path)?;
+/// tree and commit objects, and the compare-and-swap of `HEAD`'s ref from
+/// the `HEAD` read (moved meanwhile by something outside the lock, or its
+/// ref locked by another Git: `project-busy`). A refusal before the move
+/// leaves at most unreferenced objects behind; so does a job whose budget
+/// ran out before it: the move is not started with less than
+/// [`REF_RESERVE`] left, nor once the server stopped waiting (`fence`):
+/// `project-unavailable`.
+pub fn commit_file(
+    repo_dir: &Path,
+    w: &Write<'_>,
+    budget: Budget,
+    fence: &Fence,
+) -> Result<Committed, Code> {
+    let _lock = lock(repo_dir)?;
+    // A leftover of a write killed under an older broker (which built its
+    // tree in a private index): only a bus write used it, under the lock
+    // we hold, so it is removed, never waited for.
+    let old_index = repo_dir.join(".git").join(OLD_INDEX_FILE);
+    let _ = std::fs::remove_file(&old_index);
+    let _ = std::fs::remove_file(repo_dir.join(".git").join(format!("{OLD_INDEX_FILE}.lock")));
+    let repo = Repo::open(repo_dir, budget)?;
+    let previous = repo.head()?;
+    let existing = committed_blob(&repo, previous, w.path)?;
     if let Some(base) = w.base {
         let current = match &existing {
-            Some(_) => file_commit(git, repo, &previous, &w.path.path)?,
-            None => Some(previous.clone()),
+            Some(_) => file_commit(&repo, previous, &w.path.path)?,
+            None => Some(previous),
         };
-        if current.as_deref() != Some(base) {
+        if current.map(|c| c.to_string()).as_deref() != Some(base) {
             return Err(Code::StaleBase);
         }
     }
-    let blob = one_sha(git.run_with(
-        repo,
-        &["hash-object", "-w", "--no-filters", "--stdin"],
-        &Extra {
-            input: Some(w.content),
-            ..Extra::default()
-        },
-    )?)?;
-    let mode = match &existing {
-        Some((old, _)) if *old == blob => return Err(Code::ProjectFileUnchanged),
-        Some((_, mode)) => mode.clone(),
-        None => "100644".to_string(),
+    let git = repo.gix();
+    let fail = |what: &'static str| {
+        tracing::warn!(code = "project-unavailable", "{what}");
+        Code::ProjectUnavailable
     };
-    let index = IndexFile(repo.join(".git").join(INDEX_FILE));
-    // Only a bus write uses this index, and only under the project lock we
-    // hold: a leftover of a write killed mid-way (a SIGKILL at the deadline
-    // leaves Git's own `.lock` behind) is removed, never waited for.
-    let _ = std::fs::remove_file(&index.0);
-    let _ = std::fs::remove_file(index_lock(&index.0));
-    let in_index = Extra {
-        index: Some(&index.0),
-        ..Extra::default()
+    let blob = gix::objs::compute_hash(git.object_hash(), gix::objs::Kind::Blob, w.content)
+        .map_err(|_| fail("cannot hash the file"))?;
+    let kind = match existing {
+        Some((old, _)) if old == blob => return Err(Code::ProjectFileUnchanged),
+        Some((_, kind)) => kind,
+        None => EntryKind::Blob,
     };
-    let read = git.run_with(
-        repo,
-        &["read-tree", "--end-of-options", &previous],
-        &in_index,
-    )?;
-    if !read.ok() {
-        return Err(Code::ProjectUnavailable);
+    if budget.passed() {
+        return Err(fail("staged job passed its budget"));
     }
-    let info = format!("{mode},{blob},{}", w.path.path);
-    let add = git.run_with(
-        repo,
-        &["update-index", "--add", "--cacheinfo", &info],
-        &in_index,
-    )?;
-    if !add.ok() {
-        return Err(Code::ProjectUnavailable);
+    // The bytes as given: no attribute, filter or conversion takes part.
+    git.write_blob(w.content)
+        .map_err(|_| fail("cannot write the blob"))?;
+    let root = repo.tree_of(previous)?;
+    let tree = git
+        .edit_tree(root)
+        .and_then(|mut e| {
+            e.upsert(w.path.path.as_str(), kind, blob)?;
+            e.write().map(gix::Id::detach)
+        })
+        .map_err(|_| fail("cannot write the tree"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let mut message = w.message.to_string();
+    if !message.ends_with('\n') {
+        message.push('\n');
     }
-    let tree = one_sha(git.run_with(repo, &["write-tree"], &in_index)?)?;
-    drop(index);
-    let commit = one_sha(git.run_with(
-        repo,
-        &["commit-tree", &tree, "-p", &previous, "-m", w.message],
-        &Extra {
-            author: Some((&w.author.name, &w.author.email)),
-            ..Extra::default()
+    let commit = gix::objs::Commit {
+        tree,
+        parents: [previous].into_iter().collect(),
+        author: signature(&w.author.name, &w.author.email, now),
+        committer: signature(COMMITTER.0, COMMITTER.1, now),
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    let commit = git
+        .write_object(&commit)
+        .map_err(|_| fail("cannot write the commit"))?
+        .detach();
+    super::git::test_pause("ref", budget);
+    // The one step that writes: started only with time for it, and only
+    // while the server still waits for this job.
+    if budget.left() < REF_RESERVE {
+        return Err(fail("no budget left to move HEAD"));
+    }
+    if !fence.enter() {
+        return Err(fail("the server stopped waiting before HEAD moved"));
+    }
+    move_head(&repo, commit, previous, now)
+}
+
+/// Moves `HEAD` (its branch, when it names one) from `previous` to
+/// `commit` under Git's ref locks, failing at once if another Git holds
+/// one, with a reflog entry by the committer as Git writes it.
+fn move_head(
+    repo: &Repo,
+    commit: ObjectId,
+    previous: ObjectId,
+    now: i64,
+) -> Result<Committed, Code> {
+    use gix::lock::acquire::Fail;
+    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+    use gix::refs::Target;
+    let Ok(name) = gix::refs::FullName::try_from("HEAD") else {
+        return Err(Code::ProjectUnavailable);
+    };
+    let edit = RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: false,
+                message: "mosaic-bus: record write".into(),
+            },
+            expected: PreviousValue::MustExistAndMatch(Target::Object(previous)),
+            new: Target::Object(commit),
         },
-    )?)?;
-    // The one step that writes: started only with time for it, so a job
-    // near the end of its budget refuses with nothing written rather than
-    // have this step cut off midway.
-    if git.left().is_some_and(|left| left < REF_RESERVE) {
-        tracing::warn!(code = "project-unavailable", "no budget left to move HEAD");
-        return Err(Code::ProjectUnavailable);
-    }
-    let moved = git.run(
-        repo,
-        &[
-            "update-ref",
-            "-m",
-            "mosaic-bus: record write",
-            "HEAD",
-            &commit,
-            &previous,
-        ],
-        None,
+        name,
+        deref: true,
+    };
+    // Locks taken and the expected value checked under them (a ref
+    // transaction's `prepare`, named in full: it is no SQL statement).
+    let locked = gix::refs::file::Transaction::prepare(
+        repo.gix().refs.transaction(),
+        [edit],
+        Fail::Immediately,
+        Fail::Immediately,
     );
-    match moved {
-        Ok(out) if out.ok() => {}
-        // Refused (HEAD moved since it was read, or its ref is locked), or
-        // killed at its deadline with the ref moved or not: HEAD says which.
-        Ok(_) => return judge_update(git, repo, true, commit, previous),
-        Err(_) => return judge_update(git, repo, false, commit, previous),
+    let prepared = match locked {
+        Ok(t) => t,
+        // Refused before anything changed: HEAD moved since it was read,
+        // or a ref lock is held.
+        Err(_) => return judge_update(repo, false, commit, previous),
+    };
+    let committer = signature(COMMITTER.0, COMMITTER.1, now);
+    let mut time = gix::date::parse::TimeBuf::default();
+    match prepared.commit(Some(committer.to_ref(&mut time))) {
+        Ok(_) => Ok(Committed {
+            commit: commit.to_string(),
+            previous: previous.to_string(),
+        }),
+        Err(_) => judge_update(repo, true, commit, previous),
     }
-    Ok(Committed { commit, previous })
 }
 
 #[cfg(test)]

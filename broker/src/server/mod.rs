@@ -348,9 +348,33 @@ async fn staged(
     let finished = match staged {
         verbs::Staged::Project(staged) => {
             let outcome = match staged.job {
-                Some(job) => tokio::task::spawn_blocking(move || job.run(budget))
-                    .await
-                    .unwrap_or(Err(Code::ProjectUnavailable)),
+                Some(job) => {
+                    // Git runs in process: a worker held up in the file
+                    // system can't be killed, so it is not waited for past
+                    // its budget. Abandoned before it started moving HEAD,
+                    // it never will (a plain refusal); already moving it,
+                    // the answer is outcome-unknown.
+                    let fence = job.fence();
+                    let worker = tokio::task::spawn_blocking(move || job.run(budget));
+                    let wait = budget.left() + crate::budget::GRACE;
+                    match tokio::time::timeout(wait, worker).await {
+                        Ok(joined) => joined.unwrap_or(Err(Code::ProjectUnavailable)),
+                        Err(_) if fence.abandon() => {
+                            tracing::warn!(
+                                code = "project-unavailable",
+                                "a Git job passed its budget and was left"
+                            );
+                            Err(Code::ProjectUnavailable)
+                        }
+                        Err(_) => {
+                            tracing::warn!(
+                                code = "outcome-unknown",
+                                "a Git job passed its budget while moving HEAD"
+                            );
+                            Err(Code::OutcomeUnknown)
+                        }
+                    }
+                }
                 None => Ok(crate::project::Done {
                     reply: Value::Null,
                     receipt: None,

@@ -15,7 +15,6 @@ use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::policy::routing;
-use crate::project::git::Git;
 use crate::project::write::{self, Author, Kind, RecordPath};
 use crate::project::{is_full_sha, records, Done, Job, Receipt, Work, SPEC_PATH};
 use crate::store::evidence::{self, Actor};
@@ -126,14 +125,13 @@ pub fn finish(
 pub fn cite_job(core: &Core, business: &str, project: &str, commit: &str) -> Result<Job, Code> {
     let b = core.config.business(business)?;
     let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
-    Ok(Job {
-        git: Git::new(core.config.git.as_deref()),
+    Ok(Job::new(
         repo,
-        work: Work::SpecCite {
+        Work::SpecCite {
             human: b.human.clone(),
             commit: commit.to_string(),
         },
-    })
+    ))
 }
 
 /// A staged verb in one go on the writer thread, for in-process dispatch
@@ -181,10 +179,6 @@ fn repo_of<'a>(
     Ok((b, repo))
 }
 
-fn git_of(core: &Core) -> Git {
-    Git::new(core.config.git.as_deref())
-}
-
 /// `spec.read {project, commit?}`: a held role instance of the business.
 fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
     let project = args.str("project", 64)?;
@@ -206,15 +200,14 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
         .get(&project)
         .ok_or(Code::UnknownProject)?
         .clone();
-    Ok(Job {
-        git: Git::new(core.config.git.as_deref()),
+    Ok(Job::new(
         repo,
-        work: Work::SpecRead {
+        Work::SpecRead {
             project,
             human: b.human.clone(),
             commit,
         },
-    })
+    ))
 }
 
 /// `record.write {project, path, record, decision?}`: a writable path that
@@ -259,17 +252,16 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
     let (_, repo) = repo_of(core, business, &project)?;
     let bytes = records::record_bytes(&path, record)?;
     let definition = routing::definition_of(b, role).unwrap_or(role);
-    Ok(Job {
-        git: git_of(core),
+    Ok(Job::new(
         repo,
-        work: Work::Record {
+        Work::Record {
             project,
             path,
             bytes,
             author: Author::agent(business, definition, role),
             decision,
         },
-    })
+    ))
 }
 
 /// A path the editor verbs take: the spec or a docs file; anything else
@@ -287,11 +279,7 @@ fn files(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> 
     let project = args.str("project", 64)?;
     args.finish()?;
     let (_, repo) = repo_of(core, caller.business(), &project)?;
-    Ok(Job {
-        git: git_of(core),
-        repo,
-        work: Work::Files { project },
-    })
+    Ok(Job::new(repo, Work::Files { project }))
 }
 
 /// `project.file {project, path}`.
@@ -301,11 +289,7 @@ fn file(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
     args.finish()?;
     let (_, repo) = repo_of(core, caller.business(), &project)?;
     let path = editor_path(&path)?;
-    Ok(Job {
-        git: git_of(core),
-        repo,
-        work: Work::File { path },
-    })
+    Ok(Job::new(repo, Work::File { path }))
 }
 
 /// `project.file.save {project, path, base, content}`: `base` a full SHA-1
@@ -327,17 +311,16 @@ fn save(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
     let author = Author::human(&b.id, &b.human);
     let path = editor_path(&path)?;
     records::check_markdown(&content)?;
-    Ok(Job {
-        git: git_of(core),
+    Ok(Job::new(
         repo,
-        work: Work::Save {
+        Work::Save {
             project,
             path,
             base,
             bytes: content.into_bytes(),
             author,
         },
-    })
+    ))
 }
 
 /// The spec review notice's text (3i row 143): it begins as the spec words
