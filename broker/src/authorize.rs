@@ -145,6 +145,27 @@ pub fn check_in_project(
     check_asked(conn, business, run, asked, decision)
 }
 
+/// The checks of [`authorize_in_tx`] without its write: holder,
+/// vocabulary, launch toggle, then the cited decision's match, resolution
+/// and single use, in the order every path gives them.
+pub fn check(
+    conn: &rusqlite::Connection,
+    business: &Business,
+    role: &str,
+    run: &str,
+    action: &str,
+    target: Option<&str>,
+    decision: Option<&str>,
+) -> Result<Class, Code> {
+    let asked = Asked {
+        role,
+        action,
+        target,
+        project: None,
+    };
+    check_asked(conn, business, run, asked, decision)
+}
+
 fn check_asked(
     conn: &rusqlite::Connection,
     business: &Business,

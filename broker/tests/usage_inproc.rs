@@ -50,7 +50,7 @@ fn append(p: &Path, line: &str) {
 fn prepared(e: &mut Inproc, dev: &Caller, turn: &str) -> mosaic_bus::verbs::UsageJob {
     match prepare_staged(&mut e.core, dev, "usage.end", args(json!({"turn": turn}))) {
         Ok(Staged::Usage(job)) => job,
-        Ok(Staged::Project(_)) => panic!("usage.end staged as a Git job"),
+        Ok(_) => panic!("usage.end staged as another kind of job"),
         Err(c) => panic!("prepare: {c}"),
     }
 }

@@ -447,7 +447,9 @@ async fn usage_job(
                 {
                     Ok(Ok(verbs::Staged::Usage(again))) => job = again,
                     // The same verb prepares the same kind of job.
-                    Ok(Ok(verbs::Staged::Project(_))) => return Err(Code::StorageUnavailable),
+                    Ok(Ok(verbs::Staged::Project(_) | verbs::Staged::Organization(_))) => {
+                        return Err(Code::StorageUnavailable)
+                    }
                     Ok(Err(code)) | Err(code) => return Ok(Err(code)),
                 }
             }
