@@ -34,6 +34,7 @@ pub mod policy;
 pub mod project;
 pub mod proof;
 pub mod runtime;
+pub mod sealer;
 pub mod server;
 pub mod store;
 pub mod tokens;

@@ -2,6 +2,7 @@
 //! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
 
 pub mod flood;
+pub mod sealcheck;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

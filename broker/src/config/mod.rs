@@ -30,6 +30,9 @@ pub struct BootConfig {
     /// The `git` executable project records are read and written with
     /// (boot key `git`); `None`: `git` on `PATH`.
     pub git: Option<PathBuf>,
+    /// `sealSeconds`: a seal follows any commit within this many seconds
+    /// (1 to 3600, default 10).
+    pub seal_seconds: u64,
 }
 
 /// Absolute paths of the human and tester shims.
@@ -58,6 +61,8 @@ struct RawConfig {
     shims: Option<RawShims>,
     #[serde(default)]
     git: Option<String>,
+    #[serde(default)]
+    seal_seconds: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -127,8 +132,13 @@ impl BootConfig {
             None => default_shims(),
         };
         let git = raw.git.as_deref().map(abs_path).transpose()?;
+        let seal_seconds = raw.seal_seconds.unwrap_or(crate::sealer::DEFAULT_SECONDS);
+        if !(crate::sealer::MIN_SECONDS..=crate::sealer::MAX_SECONDS).contains(&seal_seconds) {
+            return Err(Code::InvalidConfig);
+        }
         Ok(BootConfig {
             git,
+            seal_seconds,
             data_root,
             businesses,
             launches,
@@ -264,6 +274,28 @@ mod tests {
             (
                 "unknown key",
                 |c| c["extra"] = json!(1),
+                Some(Code::InvalidConfig),
+            ),
+            ("sealSeconds 1", |c| c["sealSeconds"] = json!(1), ok),
+            ("sealSeconds 3600", |c| c["sealSeconds"] = json!(3600), ok),
+            (
+                "sealSeconds 0",
+                |c| c["sealSeconds"] = json!(0),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds 3601",
+                |c| c["sealSeconds"] = json!(3601),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds not an integer",
+                |c| c["sealSeconds"] = json!(1.5),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds a string",
+                |c| c["sealSeconds"] = json!("10"),
                 Some(Code::InvalidConfig),
             ),
             (

@@ -4,6 +4,7 @@
 //! Invariants: only this module issues SQL that writes; the database file is
 //! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
 
+pub mod canonical;
 pub mod clock;
 pub mod comments;
 pub mod decisions;
@@ -15,6 +16,7 @@ pub mod reads;
 pub mod reviews;
 pub mod root;
 pub mod schema;
+pub mod seals;
 pub mod threads;
 pub mod usage;
 pub mod wal_vfs;
@@ -205,6 +207,7 @@ impl Store {
             fk?;
             ts
         })?;
+        ensure_store_id(&conn)?;
         let unread = messages::Unread::load(&conn)?;
         Ok(Store {
             conn,
@@ -327,6 +330,39 @@ impl Store {
     pub fn conn(&self) -> &Connection {
         &self.conn
     }
+
+    /// The store's id (`meta.store_id`), which its seals file names.
+    pub fn id(&self) -> Result<String, Code> {
+        store_id(&self.conn)?.ok_or(Code::SchemaMetadata)
+    }
+}
+
+/// The store's id: `meta.store_id`, 128 random bits in hex, written once
+/// when a broker that seals first opens the store (`None` before that).
+/// Its seals file records the same id, so seals are never checked against
+/// another store (`seals-foreign`). A backup keeps it: the copy is the
+/// same store, and its seals go on from the same chain.
+pub fn store_id(conn: &Connection) -> Result<Option<String>, Code> {
+    use rusqlite::OptionalExtension;
+    conn.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+        r.get(0)
+    })
+    .optional()
+    .map_err(|_| Code::SchemaMetadata)
+}
+
+/// Writes `meta.store_id` if the store has none yet (a new store, or one
+/// last opened by a broker from before seals).
+fn ensure_store_id(conn: &Connection) -> Result<(), Code> {
+    if store_id(conn)?.is_some() {
+        return Ok(());
+    }
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('store_id', ?1)",
+        [crate::ids::store_id()],
+    )
+    .map(|_| ())
+    .map_err(storage)
 }
 
 fn init(conn: &Connection) -> Result<(), Code> {
@@ -372,7 +408,7 @@ fn configure(conn: &Connection) -> Result<(), Code> {
 }
 
 /// A read-only connection to the store, through the same VFS as the writer's.
-fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
+pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
