@@ -38,6 +38,7 @@ pub mod sealer;
 pub mod server;
 pub mod store;
 pub mod tokens;
+pub mod tools;
 pub mod usage;
 pub mod verbs;
 pub mod writer;

@@ -57,7 +57,7 @@ fn compute() -> Computed {
     }
     // Each row's bytes, by the same reader the sealer uses.
     for t in ["events", "task_comment_cursors"] {
-        seals::each_row(&reader, t, 0, i64::MAX, &mut |form, seq, row| {
+        seals::each_row(&reader, t, i64::MIN, i64::MAX, &mut |form, seq, row| {
             let mut out = Vec::new();
             form.encode(seq, |i| row.get_ref(i), &mut out)?;
             rows.push((format!("{t} {seq}"), out));

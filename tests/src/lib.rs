@@ -1,6 +1,7 @@
 //! Shared helpers for the workspace's cross-process tests: a private data
 //! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
 
+pub mod fixture;
 pub mod flood;
 pub mod sealcheck;
 

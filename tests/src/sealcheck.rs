@@ -92,10 +92,11 @@ pub fn check(root: &Path) -> Vec<Checked> {
         sha.update(&prev_bytes);
         // BTreeMap iterates in byte order of the name: the document's order.
         for (table, hi) in &upto {
-            let lo = before.get(table).copied().unwrap_or(0);
+            // One past the previous seal's, or no bound for the first.
+            let lo = before.get(table).map_or(i64::MIN, |u| u + 1);
             let mut q = store
                 .prepare(&format!(
-                    "SELECT * FROM {table} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq"
+                    "SELECT * FROM {table} WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq"
                 ))
                 .expect("rows");
             let columns: Vec<String> = q.column_names().iter().map(|s| s.to_string()).collect();

@@ -419,6 +419,40 @@ pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
     }
 }
 
+/// Opens an existing store read-only for the operator's tools (`verify`,
+/// `backup`, `export`), on a live broker's root or on a copy: a missing
+/// file is `store-missing`, a symlink `unsafe-path`, a file SQLite can't
+/// read `store-unreadable`, one without the metadata `schema-metadata`,
+/// and one at another version `schema-version`. Writes nothing.
+pub fn open_for_tools(db_path: &Path) -> Result<Connection, Code> {
+    match std::fs::symlink_metadata(db_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Code::StoreMissing),
+        Err(_) => return Err(Code::StoreUnreadable),
+        Ok(md) if md.file_type().is_symlink() => return Err(Code::UnsafePath),
+        Ok(md) if !md.file_type().is_file() => return Err(Code::StoreUnreadable),
+        Ok(_) => {}
+    }
+    let conn = open_reader(db_path).map_err(|_| Code::StoreUnreadable)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|_| Code::StoreUnreadable)?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|_| Code::StoreUnreadable)?;
+    if stored_version(&conn)? != schema::SCHEMA_VERSION {
+        return Err(Code::SchemaVersion);
+    }
+    Ok(conn)
+}
+
+/// Whether the store's schema is the pinned one (its recorded source
+/// digest and its `sqlite_master`): a trigger dropped and not put back
+/// shows here.
+pub fn schema_is_pinned(conn: &Connection) -> Result<bool, Code> {
+    Ok(meta_value(conn, "schema_sha256")? == schema::SCHEMA_SHA256
+        && schema::master_digest(conn).map_err(|_| Code::StoreUnreadable)? == schema::MASTER_SHA256)
+}
+
 /// The open-time checks, in order: metadata, version, digests, WAL; then
 /// [`quick_check`], [`foreign_keys`] and the timestamps of every row (in
 /// [`latest_timestamp`]).

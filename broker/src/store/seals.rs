@@ -87,13 +87,26 @@ impl Seal {
         })
     }
 
-    /// What this seal covers of `table` after `prev` (the previous seal's
-    /// `upto`): `(after, upto]`, or `None` when it added no row there.
-    pub fn range(&self, prev: &BTreeMap<String, i64>, table: &str) -> Option<(i64, i64)> {
-        let after = prev.get(table).copied().unwrap_or(0);
-        let upto = self.upto.get(table).copied().unwrap_or(0);
-        (upto > after).then_some((after, upto))
+    /// The rows of `table` this seal adds after `prev` (the previous
+    /// seal's `upto`; empty for the first): `seq` from [`lower_bound`] to
+    /// this seal's `upto`, both included, or `None` when that is empty.
+    pub fn range(&self, prev: &Upto, table: &str) -> Option<(i64, i64)> {
+        let lo = lower_bound(prev, table);
+        let hi = self.upto.get(table).copied().unwrap_or(0);
+        (hi >= lo).then_some((lo, hi))
     }
+}
+
+/// Each sealed table's highest covered `seq`.
+pub type Upto = BTreeMap<String, i64>;
+
+/// The lowest `seq` of `table` a seal after `prev` covers: one past
+/// `prev`'s, or no bound at all when `prev` doesn't name the table (the
+/// first seal, or a table a migration added since). So every row with a
+/// `seq` at or below the first seal's `upto` is that seal's, a row slipped
+/// in at 0 or below included.
+pub fn lower_bound(prev: &Upto, table: &str) -> i64 {
+    prev.get(table).map_or(i64::MIN, |u| u.saturating_add(1))
 }
 
 fn unreadable(e: rusqlite::Error) -> Code {
@@ -333,6 +346,14 @@ pub fn table_heads(store: &Connection) -> Result<BTreeMap<String, i64>, Code> {
     Ok(heads)
 }
 
+/// The lowest `seq` of `table`, if it has a row.
+pub fn min_seq(store: &Connection, table: &str) -> Result<Option<i64>, Code> {
+    store
+        .prepare_cached(&format!("SELECT min(seq) FROM {table}"))
+        .and_then(|mut st| st.query_row([], |r| r.get(0)))
+        .map_err(store_unreadable)
+}
+
 /// What hashing a seal's rows gave.
 #[derive(Debug, Clone, Default)]
 pub struct Hashed {
@@ -344,9 +365,9 @@ pub struct Hashed {
     pub rows: u64,
 }
 
-/// Hashes the rows `seq ∈ (after, upto]` of each `(table, after, upto)`
-/// (given in sealed-table order) after `prev`, the way a seal's root is
-/// made. With `per_table`, also each table's own digest.
+/// Hashes the rows `seq ∈ [lo, hi]` of each `(table, lo, hi)` (given in
+/// sealed-table order) after `prev`, the way a seal's root is made. With
+/// `per_table`, also each table's own digest.
 pub fn hash_ranges(
     store: &Connection,
     prev: &Digest32,
@@ -356,9 +377,9 @@ pub fn hash_ranges(
     let mut root = Hasher::new(Some(prev));
     let mut out = Hashed::default();
     let mut scratch = Vec::new();
-    for &(table, after, upto) in ranges {
+    for &(table, lo, hi) in ranges {
         let mut own = per_table.then(|| Hasher::new(None));
-        let n = each_row(store, table, after, upto, &mut |form, seq, row| {
+        let n = each_row(store, table, lo, hi, &mut |form, seq, row| {
             if let Some(own) = own.as_mut() {
                 scratch.clear();
                 form.encode(seq, |i| row.get_ref(i), &mut scratch)?;
@@ -384,16 +405,16 @@ pub fn hash_ranges(
 
 /// The query every reader of rows in `seq` order uses.
 pub fn rows_sql(table: &str) -> String {
-    format!("SELECT * FROM {table} WHERE seq > ?1 AND seq <= ?2 ORDER BY seq")
+    format!("SELECT * FROM {table} WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq")
 }
 
-/// Calls `f` with the rows of `table` in `(after, upto]`, in `seq` order,
-/// with the table's canonical form; returns how many.
+/// Calls `f` with the rows of `table` with `seq` in `[lo, hi]`, in `seq`
+/// order, with the table's canonical form; returns how many.
 pub fn each_row(
     store: &Connection,
     table: &str,
-    after: i64,
-    upto: i64,
+    lo: i64,
+    hi: i64,
     f: &mut dyn FnMut(&RowForm, i64, &rusqlite::Row<'_>) -> rusqlite::Result<()>,
 ) -> rusqlite::Result<u64> {
     let mut st = store.prepare_cached(&rows_sql(table))?;
@@ -401,7 +422,7 @@ pub fn each_row(
     let form =
         RowForm::new(table, &names).ok_or(rusqlite::Error::InvalidColumnName("seq".to_string()))?;
     let seq_at = form.seq_index();
-    let mut rows = st.query(params![after, upto])?;
+    let mut rows = st.query(params![lo, hi])?;
     let mut n = 0u64;
     while let Some(r) = rows.next()? {
         let seq: i64 = r.get(seq_at)?;
@@ -442,9 +463,6 @@ pub fn seal_pending(
     Ok(Some(seal))
 }
 
-/// Each sealed table's highest covered `seq`.
-pub type Upto = BTreeMap<String, i64>;
-
 fn seal_in_snapshot(
     store: &Connection,
     prev: &Digest32,
@@ -453,15 +471,19 @@ fn seal_in_snapshot(
     let heads = table_heads(store)?;
     let mut ranges = Vec::new();
     let mut upto = BTreeMap::new();
+    let mut grew = false;
     for t in SEALED_TABLES {
         let before = prev_upto.get(*t).copied().unwrap_or(0);
         let head = heads.get(*t).copied().unwrap_or(0);
-        if head > before {
-            ranges.push((*t, before, head));
+        grew |= head > before;
+        let hi = head.max(before);
+        let lo = lower_bound(prev_upto, t);
+        if hi >= lo {
+            ranges.push((*t, lo, hi));
         }
-        upto.insert((*t).to_string(), head.max(before));
+        upto.insert((*t).to_string(), hi);
     }
-    if ranges.is_empty() {
+    if !grew {
         return Ok(None);
     }
     let hashed = hash_ranges(store, prev, &ranges, true)?;
