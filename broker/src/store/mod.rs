@@ -4,6 +4,7 @@
 //! Invariants: only this module issues SQL that writes; the database file is
 //! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
 
+pub mod backup;
 pub mod canonical;
 pub mod clock;
 pub mod comments;

@@ -3,6 +3,7 @@
 //! them writes the store or its seals; each prints JSON lines on stdout
 //! and, when it refuses, one `{"error":CODE}` line on stderr with exit 2.
 
+pub mod backup;
 pub mod verify;
 
 use crate::error::Code;
@@ -18,6 +19,7 @@ pub fn run(args: &[OsString]) -> Option<ExitCode> {
     let (tool, rest) = args.split_first()?;
     Some(match tool.to_str()? {
         "verify" => verify_main(rest),
+        "backup" => backup_main(rest),
         _ => return None,
     })
 }
@@ -114,5 +116,32 @@ fn verify_main(args: &[OsString]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+fn backup_main(args: &[OsString]) -> ExitCode {
+    let (p, dest) = match parse(args, &[]) {
+        Ok(mut p) if p.positional.len() == 1 => {
+            let dest = PathBuf::from(p.positional.remove(0));
+            (p, dest)
+        }
+        _ => return refuse(Code::Usage),
+    };
+    let dest = if dest.is_absolute() {
+        dest
+    } else {
+        match std::env::current_dir() {
+            Ok(d) => d.join(dest),
+            Err(_) => return refuse(Code::BackupDestination),
+        }
+    };
+    match backup::backup(&p.data_root, &dest) {
+        Ok(line) => {
+            let mut out = std::io::stdout().lock();
+            print(&mut out, &line);
+            let _ = out.flush();
+            ExitCode::SUCCESS
+        }
+        Err(code) => refuse(code),
     }
 }
