@@ -1,6 +1,6 @@
-//! The sealer: a thread of its own that seals new evidence within
-//! `sealSeconds` of its commit, once at start (what the last run left
-//! unsealed) and once at close. It reads the store on a read-only
+//! The sealer: seals what the last run left unsealed when the broker
+//! starts (before it serves), then, on a thread of its own, new evidence
+//! within `sealSeconds` of its commit, and once more at close. It reads the store on a read-only
 //! connection of its own and writes only `seals.sqlite`.
 //!
 //! Invariants: the writer thread never waits for it and never hears from
@@ -45,13 +45,16 @@ impl SealsFile {
         })
     }
 
-    /// Starts the sealer thread on the store at `db_path`; it seals at
-    /// once what is unsealed, then looks every `period`.
+    /// Seals what the last run left unsealed, here and now (before the
+    /// broker serves: after a start, every row committed before it is
+    /// sealed), then starts the sealer thread on the store at `db_path`,
+    /// which looks every `period`.
     pub fn start(self, db_path: &Path, period: Duration) -> Result<Sealer, Code> {
         let store_conn = store::open_reader(db_path).map_err(|_| Code::StorageUnavailable)?;
         let _ = store_conn.busy_timeout(Duration::from_secs(5));
-        let (tx, rx) = mpsc::channel::<()>();
         let SealsFile { conn, path } = self;
+        seal_now(&store_conn, &conn)?;
+        let (tx, rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("bus-sealer".into())
             .spawn(move || run(store_conn, conn, rx, period))
@@ -93,8 +96,7 @@ impl Drop for Sealer {
 }
 
 fn run(store: Connection, seals_conn: Connection, rx: mpsc::Receiver<()>, period: Duration) {
-    let mut seen = None;
-    pass(&store, &seals_conn, &mut seen);
+    let mut seen = seals::data_version(&store);
     loop {
         match rx.recv_timeout(period) {
             Err(mpsc::RecvTimeoutError::Timeout) => pass(&store, &seals_conn, &mut seen),

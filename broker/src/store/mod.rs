@@ -10,6 +10,7 @@ pub mod clock;
 pub mod comments;
 pub mod decisions;
 pub mod evidence;
+pub mod export;
 pub mod landings;
 pub mod messages;
 pub mod names;

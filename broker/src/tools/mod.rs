@@ -4,6 +4,7 @@
 //! and, when it refuses, one `{"error":CODE}` line on stderr with exit 2.
 
 pub mod backup;
+pub mod export;
 pub mod verify;
 
 use crate::error::Code;
@@ -20,6 +21,7 @@ pub fn run(args: &[OsString]) -> Option<ExitCode> {
     Some(match tool.to_str()? {
         "verify" => verify_main(rest),
         "backup" => backup_main(rest),
+        "export" => export_main(rest),
         _ => return None,
     })
 }
@@ -36,7 +38,6 @@ fn print(out: &mut impl Write, v: &Value) -> bool {
 }
 
 /// The options every tool reads, and its other arguments in order.
-#[allow(dead_code)] // `after` and `follow` are export's, which lands next.
 struct Parsed {
     data_root: PathBuf,
     anchors: Vec<String>,
@@ -143,5 +144,20 @@ fn backup_main(args: &[OsString]) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(code) => refuse(code),
+    }
+}
+
+fn export_main(args: &[OsString]) -> ExitCode {
+    let p = match parse(args, &["--after", "--follow"]) {
+        Ok(p) if p.positional.is_empty() => p,
+        _ => return refuse(Code::Usage),
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match export::run(&p.data_root, p.after.as_deref(), p.follow, &mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => {
+            let _ = out.flush();
+            refuse(code)
+        }
     }
 }
