@@ -88,6 +88,9 @@ pub struct Core {
     tickets: HashMap<String, Ticket>,
     /// What the open batch changed in memory (see [`Core::commit_batch`]).
     batch_undo: Vec<Undo>,
+    /// A read-only connection to the seals file, for the `seal` verb
+    /// (`None` in a core made without a runtime).
+    pub seals: Option<rusqlite::Connection>,
 }
 
 impl Core {
@@ -104,6 +107,7 @@ impl Core {
             on_launches: None,
             tickets: HashMap::new(),
             batch_undo: Vec::new(),
+            seals: None,
         };
         let readers = core.config.readers.clone();
         for business in readers {

@@ -19,6 +19,11 @@ pub fn capability() -> String {
     URL_SAFE_NO_PAD.encode(random::<32>())
 }
 
+/// A store's id (`meta.store_id`): 128 bits from the OS RNG, lowercase hex.
+pub fn store_id() -> String {
+    random::<16>().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// 16 bytes from the OS RNG, drawn 512 at a time per thread: record ids are
 /// made on the writer thread, two per message, and one `getrandom` call per
 /// id was a system call per id. (Capabilities draw theirs directly.)

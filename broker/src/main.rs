@@ -25,6 +25,9 @@ Usage:
   mosaic-bus --host-fd N [--log-level LEVEL]
   mosaic-bus --control PATH [--proofd-from-systemd] [--log-level LEVEL]
   mosaic-bus --demo [DATA_ROOT] [--log-level LEVEL]
+  mosaic-bus verify --data-root DIR [--anchor SEQ:ROOT]...
+  mosaic-bus backup --data-root DIR DEST
+  mosaic-bus export --data-root DIR [--after CURSOR] [--follow]
   mosaic-bus --help | --version
 
   --host-fd N       serve the host protocol on inherited socket fd N
@@ -37,6 +40,11 @@ Usage:
   --demo [DIR]      boot the shipped example business on DIR (default ./mosaic-data)
                     and serve until Ctrl-C
   --log-level LEVEL error, warn, info (default), debug or trace
+  verify            recompute every seal of DIR's store (read-only, live or a
+                    copy); exit 0 all match, 1 findings, 2 nothing to check
+  backup            a consistent, verified copy of DIR as a new data root DEST
+  export            evidence rows as JSON lines in commit order, resumable
+                    (--after CURSOR); --follow keeps reading
 
 Exit status: 0 after close, SIGTERM or SIGINT, and for --help and --version;
 2 on a refused start, a host-protocol failure or a lost host channel (one line
@@ -161,6 +169,11 @@ fn main() -> ExitCode {
     mosaic_proofd::limits::raise_nofile();
     // Every file we create is private.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    // The operator's tools (`verify`, `backup`, `export`) take the command line whole.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(code) = mosaic_bus::tools::run(&argv) {
+        return code;
+    }
     let Args {
         mode,
         level,

@@ -31,6 +31,7 @@ pub struct Runtime {
     bus: BusDir,
     boot_reply: Value,
     credentials: crate::credentials::Adapters,
+    sealer: Option<crate::sealer::Sealer>,
 }
 
 /// Starts a broker: data root, lock, store, launches, readers, socket.
@@ -47,17 +48,20 @@ pub fn start_with(
 ) -> Result<Runtime, Code> {
     let bus = BusDir::acquire(&config.data_root)?;
     match start_locked(config, verifier, &bus) {
-        Ok((writer, thread, rt, shutdown, server, ctx, reply, credentials)) => Ok(Runtime {
-            writer,
-            writer_thread: Some(thread),
-            rt: Some(rt),
-            shutdown,
-            server: Some(server),
-            ctx,
-            bus,
-            boot_reply: reply,
-            credentials,
-        }),
+        Ok((writer, thread, rt, shutdown, server, ctx, reply, credentials, sealer)) => {
+            Ok(Runtime {
+                writer,
+                writer_thread: Some(thread),
+                rt: Some(rt),
+                shutdown,
+                server: Some(server),
+                ctx,
+                bus,
+                boot_reply: reply,
+                credentials,
+                sealer: Some(sealer),
+            })
+        }
         Err(code) => {
             bus.release_lock();
             Err(code)
@@ -74,6 +78,7 @@ type Started = (
     Arc<Ctx>,
     Value,
     crate::credentials::Adapters,
+    crate::sealer::Sealer,
 );
 
 fn start_locked(
@@ -92,6 +97,9 @@ fn start_locked(
     let credentials = Arc::new(crate::credentials::Credentials::load(&config)?);
     let adapters = crate::credentials::Adapters::new(credentials.clone());
     let store = Store::open(&bus.db_path())?;
+    // The seals file is checked (or made) before anything is written; the
+    // sealer starts once nothing can refuse the start any more.
+    let seals_file = crate::sealer::SealsFile::open(&bus.seals_path(), &store.id()?)?;
     let config = Arc::new(config);
     let gate = Arc::new(ProofGate::new(config.clone(), verifier));
     let mut core = Core::new(store, config.clone());
@@ -136,6 +144,9 @@ fn start_locked(
         let _ = std::fs::remove_file(&path);
         return Err(Code::UnsafePath);
     }
+    // Seals what the last run left unsealed, then every `sealSeconds`.
+    let sealer = seals_file.start(&bus.db_path(), Duration::from_secs(config.seal_seconds))?;
+    core.seals = Some(crate::store::seals::open_read(&bus.seals_path())?);
     let (writer, thread) = Writer::spawn(core);
     let ctx = Arc::new(Ctx {
         writer: writer.clone(),
@@ -157,7 +168,9 @@ fn start_locked(
         "readers": readers,
     });
     tracing::info!("broker serving");
-    Ok((writer, thread, rt, shutdown, server, ctx, reply, adapters))
+    Ok((
+        writer, thread, rt, shutdown, server, ctx, reply, adapters, sealer,
+    ))
 }
 
 /// A process's start time as `/proc` gives it now (`None`: unreadable),
@@ -203,10 +216,14 @@ impl Runtime {
     }
 
     /// Runs one host op: what it must read off the writer first (a bind's
-    /// `/proc` start time), then the op itself on the writer thread.
+    /// `/proc` start time), then the op itself on the writer thread. The
+    /// seals op never reaches the writer: it reads the seals file.
     pub fn op(&self, mut op: HostOp) -> Result<Value, Code> {
         if let HostOp::BindLaunch(b) = &mut op {
             b.set_start_seen(start_time_of(b.pid()));
+        }
+        if let HostOp::Seals(s) = &op {
+            return s.answer(&self.bus.seals_path());
         }
         self.writer.run_blocking(move |c| op.apply(c))?
     }
@@ -258,6 +275,12 @@ impl Runtime {
             decision: decision.map(str::to_string),
             verdict: verdict.map(str::to_string),
         }))
+    }
+
+    /// `seals(after)`: the seals after `after` (all from the first when
+    /// `None`), oldest first, at most [`crate::ops::seals::PAGE`] of them.
+    pub fn seals(&self, after: Option<i64>) -> Result<Value, Code> {
+        self.op(HostOp::Seals(crate::ops::seals::Seals { after }))
     }
 
     /// `threadsState(business)`: the launcher's view of every thread.
@@ -455,13 +478,23 @@ impl Runtime {
             writer_thread,
             ctx,
             bus,
+            sealer,
             ..
         } = self;
         drop(writer);
         drop(ctx);
-        if let Some(t) = writer_thread {
-            let _ = t.join();
+        let core = writer_thread.and_then(|t| t.join().ok());
+        // The writer has stopped: the last seal covers every commit. Its
+        // connection closes last, after every reader of the store and of
+        // the seals file, so SQLite folds each WAL back in and removes it.
+        let core = core.map(|mut c| {
+            c.seals = None;
+            c
+        });
+        if let Some(s) = sealer {
+            s.close();
         }
+        drop(core);
         bus.release();
         tracing::info!("broker closed");
     }

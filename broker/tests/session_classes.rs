@@ -137,7 +137,9 @@ fn expected(verb: &str, c: Class) -> Option<Code> {
             Role => Some(Code::HumanRequired),
             _ => None,
         },
-        "credentials" => match c {
+        // Human and reader sessions: `seal` is the reader's anchor
+        // (DESIGN.md, "Seals"); the tester has no business with it.
+        "credentials" | "seal" => match c {
             Role => Some(Code::HumanRequired),
             Tester => Some(Code::TesterRefused),
             _ => None,
@@ -198,6 +200,7 @@ const VERBS: &[&str] = &[
     "name.set",
     "names",
     "usage",
+    "seal",
 ];
 
 /// The list above is this test's own (it is what the expectations cover);

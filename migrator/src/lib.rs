@@ -17,4 +17,4 @@ pub mod lineage;
 pub mod runner;
 pub mod steps;
 
-pub use runner::{migrate, Report};
+pub use runner::{migrate, migrate_with_backup, BackupPlan, Report};

@@ -8,7 +8,10 @@
 
 use crate::steps::Step;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::root::{check_data_root, check_private, BusDir, BUS_DIR, DB_FILE};
+use mosaic_bus::store::backup;
+use mosaic_bus::store::root::{
+    check_data_root, check_private, BusDir, BUS_DIR, DB_FILE, SEALS_FILE,
+};
 use mosaic_bus::store::schema::{master_digest, sha256_hex, Pin};
 use mosaic_bus::store::{check_pin, stored_version, whole_store_checks};
 use rusqlite::{Connection, OpenFlags};
@@ -34,13 +37,42 @@ impl Drop for Held {
     }
 }
 
+/// Where the backup before the first step goes (issue 30 item 10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackupPlan {
+    /// In the data root, beside `bus/`: `<dataRoot>/backup-<from>-<time>`.
+    Beside,
+    /// In this existing directory: `<dir>/backup-<from>-<time>`.
+    Into(std::path::PathBuf),
+    /// None (`--no-backup`: the operator's choice, on purpose).
+    Skip,
+}
+
 /// Migrates the store under `data_root` along `versions` (oldest first)
-/// with `steps`. `out` gets each line to print as it happens: a step's own
-/// lines, then one line per step done.
+/// with `steps`, taking no backup (the command line's default is
+/// [`migrate_with_backup`] with [`BackupPlan::Beside`]). `out` gets each
+/// line to print as it happens: a step's own lines, then one line per step
+/// done.
 pub fn migrate(
     data_root: &Path,
     versions: &[Pin<'_>],
     steps: &[Step],
+    out: &mut dyn FnMut(&str),
+) -> Result<Report, Code> {
+    migrate_with_backup(data_root, versions, steps, &BackupPlan::Skip, out)
+}
+
+/// [`migrate`], with a consistent backup of the store (and its seals,
+/// when it has them) before the first step, as `backup` says: made with
+/// the broker's own online-backup code (`mosaic_bus::store::backup`),
+/// private, checked (`quick_check` and the pin of the version it is at),
+/// and printed as a line `{"backup": PATH}` before any step runs. A store
+/// already current needs no step and gets no backup.
+pub fn migrate_with_backup(
+    data_root: &Path,
+    versions: &[Pin<'_>],
+    steps: &[Step],
+    backup: &BackupPlan,
     out: &mut dyn FnMut(&str),
 ) -> Result<Report, Code> {
     check_data_root(data_root)?;
@@ -57,7 +89,48 @@ pub fn migrate(
         check_private(Path::new(&p), false)?;
     }
     let conn = open(&db)?;
-    run(&conn, versions, steps, out)
+    let backup = match backup {
+        BackupPlan::Skip => None,
+        BackupPlan::Beside => Some(data_root.to_path_buf()),
+        BackupPlan::Into(dir) => Some(dir.clone()),
+    };
+    run(&conn, versions, steps, backup.as_deref(), &dir, out)
+}
+
+/// Copies the store at `bus` (its connection `conn`, at `version`) into a
+/// new backup directory under `into`; returns where.
+fn take_backup(
+    conn: &Connection,
+    bus: &Path,
+    into: &Path,
+    pin: &Pin<'_>,
+) -> Result<std::path::PathBuf, Code> {
+    match std::fs::metadata(into) {
+        Ok(md) if md.is_dir() => {}
+        _ => return Err(Code::BackupDestination),
+    }
+    let now = mosaic_bus::store::clock::now_ms();
+    let dest = into.join(backup::backup_name(pin.version, now));
+    let seals_path = bus.join(SEALS_FILE);
+    let seals = if check_private(&seals_path, false)? {
+        Some(
+            Connection::open_with_flags(&seals_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map_err(|_| Code::SealsUnreadable)?,
+        )
+    } else {
+        None
+    };
+    let copied = backup::copy_root(conn, seals.as_ref(), &dest)?;
+    // The copy is the store as it is now: the same checks pass on it.
+    let copy_db = copied.dest.join(BUS_DIR).join(DB_FILE);
+    backup::quick_check(&copy_db)?;
+    {
+        let copy = Connection::open_with_flags(&copy_db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|_| Code::BackupFailed)?;
+        check_pin(&copy, pin).map_err(|_| Code::BackupFailed)?;
+    }
+    backup::tidy(&copy_db)?;
+    Ok(copied.dest)
 }
 
 /// Opens the existing store read-write; never creates it.
@@ -77,6 +150,8 @@ fn run(
     conn: &Connection,
     versions: &[Pin<'_>],
     steps: &[Step],
+    backup_into: Option<&Path>,
+    bus: &Path,
     out: &mut dyn FnMut(&str),
 ) -> Result<Report, Code> {
     let from = stored_version(conn)?;
@@ -87,6 +162,10 @@ fn run(
         .ok_or(Code::SchemaVersion)?;
     check_pin(conn, &versions[at])?;
     whole_store_checks(conn)?;
+    if let (Some(into), Some(_)) = (backup_into, versions.get(at + 1)) {
+        let dest = take_backup(conn, bus, into, &versions[at])?;
+        out(&serde_json::json!({"backup": dest.to_string_lossy()}).to_string());
+    }
     let mut done = Vec::new();
     while let Some(target) = versions.get(at + 1) {
         let here = versions[at].version;

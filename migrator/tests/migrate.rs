@@ -114,6 +114,36 @@ struct Run {
 }
 
 impl Run {
+    /// The backup line a migration prints before its first step: checks
+    /// the copy is a private data root named for the version `from` inside
+    /// `root`, and returns its path and the run without that line.
+    fn backed_up(&self, root: &Path, from: &str) -> (std::path::PathBuf, Run) {
+        let (first, rest) = self.stdout.split_once('\n').expect("a first line");
+        let line: Value = serde_json::from_str(first).expect("JSON");
+        let path = std::path::PathBuf::from(line["backup"].as_str().expect("a backup line"));
+        assert_eq!(path.parent(), Some(root), "{first}");
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(name.starts_with(&format!("backup-{from}-")), "{name}");
+        for (p, mode) in [
+            (path.clone(), 0o700),
+            (path.join("bus"), 0o700),
+            (path.join("bus/bus.sqlite"), 0o600),
+        ] {
+            let md = std::fs::symlink_metadata(&p).expect("backup file");
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o777,
+                mode,
+                "{p:?}"
+            );
+        }
+        let rest = Run {
+            code: self.code,
+            stdout: rest.to_string(),
+            stderr: self.stderr.clone(),
+        };
+        (path, rest)
+    }
+
     /// Each stdout line as JSON.
     fn json_lines(&self) -> Vec<Value> {
         self.stdout
@@ -214,6 +244,76 @@ fn the_command_line_takes_exactly_one_absolute_data_root() {
     let help = cli(&["--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.starts_with("mosaic-migrate /absolute/dataRoot"));
+}
+
+/// Issue 30 item 10: the migration takes its own backup before its first
+/// step, with the broker's online-backup code: beside the store by default
+/// (the 3b test above and the others), in `--backup DIR` when told, none
+/// with `--no-backup`; a backup it can't make refuses before any step.
+#[test]
+fn the_backup_goes_where_told_or_nowhere_on_purpose_and_a_bad_place_refuses_first() {
+    // --backup DIR: there, named for the version it was at.
+    let root = data_root();
+    store_3b(root.path());
+    let before = rows_3b(root.path());
+    let dir = data_root();
+    let r = cli(&[path(&root), "--backup", path(&dir)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (backup, rest) = r.backed_up(dir.path(), "3b");
+    assert_eq!(rows_3b(&backup), before);
+    let version: String = db(&backup)
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("version");
+    assert_eq!(version, "3b", "the backup is the store before the steps");
+    assert_eq!(rest.json_lines().last().expect("ready")["ok"], json!(true));
+    let names: Vec<String> = std::fs::read_dir(backup.join("bus"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["bus.sqlite"], "one private file, no WAL left");
+    assert!(!std::fs::read_dir(root.path()).expect("list").any(|e| e
+        .expect("entry")
+        .file_name()
+        .to_string_lossy()
+        .starts_with("backup-")));
+
+    // --no-backup: none anywhere, and the first line is the first step's.
+    let root = data_root();
+    store_3b(root.path());
+    let r = cli(&["--no-backup", path(&root)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json_lines()[0]["step"], json!("3b-to-3c"));
+    let entries: Vec<String> = std::fs::read_dir(root.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["bus"]);
+
+    // A --backup that is no directory refuses before any step.
+    let root = data_root();
+    store_3b(root.path());
+    let before = rows_3b(root.path());
+    for bad in ["/nonexistent/backups", "/dev/null"] {
+        refused(&cli(&[path(&root), "--backup", bad]), "backup-destination");
+        assert_eq!(rows_3b(root.path()), before);
+        this_broker_refuses(root.path());
+    }
+    // One or the other, once, with its value.
+    refused(&cli(&[path(&root), "--backup"]), "usage");
+    refused(
+        &cli(&[path(&root), "--no-backup", "--backup", "/tmp"]),
+        "usage",
+    );
+    refused(&cli(&[path(&root), "--no-backup", "--no-backup"]), "usage");
+    refused(
+        &cli(&[path(&root), "--backup", "/tmp", "--backup", "/tmp"]),
+        "usage",
+    );
+    assert_eq!(rows_3b(root.path()), before);
 }
 
 #[test]
@@ -346,6 +446,9 @@ fn a_3b_store_migrates_to_the_current_version_and_the_broker_serves_it() {
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3b");
+    assert_eq!(rows_3b(&backup), before);
     let lines = r.json_lines();
     assert_eq!(
         lines,
@@ -576,6 +679,9 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3d");
+    assert_eq!(rows_3d(&backup), before);
     let lines = r.json_lines();
     // The undelivered messages it kept, per business and recipient role,
     // before the step's line and the ready line.
@@ -738,6 +844,9 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3e");
+    assert_eq!(rows_3e(&backup), before);
     let lines = r.json_lines();
     assert_eq!(
         lines,
@@ -868,6 +977,9 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3f");
+    assert_eq!(rows_3e(&backup), before);
     let lines = r.json_lines();
     assert_eq!(
         lines,
@@ -997,6 +1109,9 @@ fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3g");
+    assert_eq!(rows_3e(&backup), before);
     let lines = r.json_lines();
     assert_eq!(
         lines,
@@ -1032,6 +1147,9 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
 
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup before the first step holds the store as it was.
+    let (backup, r) = r.backed_up(root.path(), "3h");
+    assert_eq!(rows_3e(&backup), before);
     assert_eq!(
         r.stdout,
         format!(

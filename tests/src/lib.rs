@@ -1,7 +1,9 @@
 //! Shared helpers for the workspace's cross-process tests: a private data
 //! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
 
+pub mod fixture;
 pub mod flood;
+pub mod sealcheck;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

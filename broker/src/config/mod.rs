@@ -27,6 +27,9 @@ pub struct BootConfig {
     /// The organization file (`organization`), when the boot names one.
     pub organization: Option<PathBuf>,
     pub shims: Shims,
+    /// `sealSeconds`: a seal follows any commit within this many seconds
+    /// (1 to 3600, default 10).
+    pub seal_seconds: u64,
 }
 
 /// Absolute paths of the human and tester shims.
@@ -53,6 +56,8 @@ struct RawConfig {
     organization: Option<String>,
     #[serde(default)]
     shims: Option<RawShims>,
+    #[serde(default)]
+    seal_seconds: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -121,7 +126,12 @@ impl BootConfig {
             },
             None => default_shims(),
         };
+        let seal_seconds = raw.seal_seconds.unwrap_or(crate::sealer::DEFAULT_SECONDS);
+        if !(crate::sealer::MIN_SECONDS..=crate::sealer::MAX_SECONDS).contains(&seal_seconds) {
+            return Err(Code::InvalidConfig);
+        }
         Ok(BootConfig {
+            seal_seconds,
             data_root,
             businesses,
             launches,
@@ -257,6 +267,28 @@ mod tests {
             (
                 "unknown key",
                 |c| c["extra"] = json!(1),
+                Some(Code::InvalidConfig),
+            ),
+            ("sealSeconds 1", |c| c["sealSeconds"] = json!(1), ok),
+            ("sealSeconds 3600", |c| c["sealSeconds"] = json!(3600), ok),
+            (
+                "sealSeconds 0",
+                |c| c["sealSeconds"] = json!(0),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds 3601",
+                |c| c["sealSeconds"] = json!(3601),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds not an integer",
+                |c| c["sealSeconds"] = json!(1.5),
+                Some(Code::InvalidConfig),
+            ),
+            (
+                "sealSeconds a string",
+                |c| c["sealSeconds"] = json!("10"),
                 Some(Code::InvalidConfig),
             ),
             (

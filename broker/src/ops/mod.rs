@@ -11,6 +11,7 @@
 //! - `threads`: the thread launcher's `threadsState`, `threadIdle`
 //! - `landing`: its landing ops `checkLand`, `recordLand`, `landRefused`,
 //!   `landHeld`
+//! - `seals`: `seals`, the anchors (read off the writer)
 //!
 //! One string rule for every string argument: 1 to 256 bytes and no NUL,
 //! as the client socket's verbs refuse them.
@@ -21,6 +22,7 @@ pub mod landing;
 pub mod launches;
 pub mod pushes;
 pub mod records;
+pub mod seals;
 pub mod threads;
 
 use crate::core::Core;
@@ -108,6 +110,7 @@ pub enum HostOp {
     RecordLand(landing::RecordLand),
     LandRefused(landing::LandRefused),
     LandHeld(landing::LandHeld),
+    Seals(seals::Seals),
 }
 
 impl HostOp {
@@ -138,6 +141,7 @@ impl HostOp {
             "recordLand" => HostOp::RecordLand(landing::RecordLand::parse(f)?),
             "landRefused" => HostOp::LandRefused(landing::LandRefused::parse(f)?),
             "landHeld" => HostOp::LandHeld(landing::LandHeld::parse(f)?),
+            "seals" => HostOp::Seals(seals::Seals::parse(f)?),
             _ => return Err(Code::UnknownOp),
         })
     }
@@ -173,6 +177,7 @@ impl HostOp {
             HostOp::RecordLand(o) => o.apply(core),
             HostOp::LandRefused(o) => o.apply(core),
             HostOp::LandHeld(o) => o.apply(core),
+            HostOp::Seals(o) => o.apply(core),
         }
     }
 }

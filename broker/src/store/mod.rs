@@ -4,10 +4,13 @@
 //! Invariants: only this module issues SQL that writes; the database file is
 //! never deleted or reinitialized; every row's timestamp comes from [`Clock`].
 
+pub mod backup;
+pub mod canonical;
 pub mod clock;
 pub mod comments;
 pub mod decisions;
 pub mod evidence;
+pub mod export;
 pub mod landings;
 pub mod messages;
 pub mod names;
@@ -15,6 +18,7 @@ pub mod reads;
 pub mod reviews;
 pub mod root;
 pub mod schema;
+pub mod seals;
 pub mod threads;
 pub mod usage;
 pub mod wal_vfs;
@@ -207,6 +211,7 @@ impl Store {
             fk?;
             ts
         })?;
+        ensure_store_id(&conn)?;
         let unread = messages::Unread::load(&conn)?;
         let fault = CommitFault::from_env(&conn);
         Ok(Store {
@@ -342,6 +347,39 @@ impl Store {
     pub fn conn(&self) -> &Connection {
         &self.conn
     }
+
+    /// The store's id (`meta.store_id`), which its seals file names.
+    pub fn id(&self) -> Result<String, Code> {
+        store_id(&self.conn)?.ok_or(Code::SchemaMetadata)
+    }
+}
+
+/// The store's id: `meta.store_id`, 128 random bits in hex, written once
+/// when a broker that seals first opens the store (`None` before that).
+/// Its seals file records the same id, so seals are never checked against
+/// another store (`seals-foreign`). A backup keeps it: the copy is the
+/// same store, and its seals go on from the same chain.
+pub fn store_id(conn: &Connection) -> Result<Option<String>, Code> {
+    use rusqlite::OptionalExtension;
+    conn.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+        r.get(0)
+    })
+    .optional()
+    .map_err(|_| Code::SchemaMetadata)
+}
+
+/// Writes `meta.store_id` if the store has none yet (a new store, or one
+/// last opened by a broker from before seals).
+fn ensure_store_id(conn: &Connection) -> Result<(), Code> {
+    if store_id(conn)?.is_some() {
+        return Ok(());
+    }
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('store_id', ?1)",
+        [crate::ids::store_id()],
+    )
+    .map(|_| ())
+    .map_err(storage)
 }
 
 fn init(conn: &Connection) -> Result<(), Code> {
@@ -387,7 +425,7 @@ fn configure(conn: &Connection) -> Result<(), Code> {
 }
 
 /// A read-only connection to the store, through the same VFS as the writer's.
-fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
+pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
@@ -396,6 +434,40 @@ fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
     } else {
         Connection::open_with_flags(db_path, flags)
     }
+}
+
+/// Opens an existing store read-only for the operator's tools (`verify`,
+/// `backup`, `export`), on a live broker's root or on a copy: a missing
+/// file is `store-missing`, a symlink `unsafe-path`, a file SQLite can't
+/// read `store-unreadable`, one without the metadata `schema-metadata`,
+/// and one at another version `schema-version`. Writes nothing.
+pub fn open_for_tools(db_path: &Path) -> Result<Connection, Code> {
+    match std::fs::symlink_metadata(db_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Code::StoreMissing),
+        Err(_) => return Err(Code::StoreUnreadable),
+        Ok(md) if md.file_type().is_symlink() => return Err(Code::UnsafePath),
+        Ok(md) if !md.file_type().is_file() => return Err(Code::StoreUnreadable),
+        Ok(_) => {}
+    }
+    let conn = open_reader(db_path).map_err(|_| Code::StoreUnreadable)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|_| Code::StoreUnreadable)?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|_| Code::StoreUnreadable)?;
+    if stored_version(&conn)? != schema::SCHEMA_VERSION {
+        return Err(Code::SchemaVersion);
+    }
+    Ok(conn)
+}
+
+/// Whether the store's schema is the pinned one (its recorded source
+/// digest and its `sqlite_master`): a trigger dropped and not put back
+/// shows here.
+pub fn schema_is_pinned(conn: &Connection) -> Result<bool, Code> {
+    Ok(meta_value(conn, "schema_sha256")? == schema::SCHEMA_SHA256
+        && schema::master_digest(conn).map_err(|_| Code::StoreUnreadable)? == schema::MASTER_SHA256)
 }
 
 /// The open-time checks, in order: metadata, version, digests, WAL; then

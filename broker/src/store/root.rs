@@ -12,6 +12,8 @@ pub const BUS_DIR: &str = "bus";
 pub const DB_FILE: &str = "bus.sqlite";
 pub const LOCK_FILE: &str = "writer.lock";
 pub const SOCKET_FILE: &str = "bus.sock";
+/// The seals over the store's evidence (`docs/seals.md`).
+pub const SEALS_FILE: &str = "seals.sqlite";
 
 /// `bus/` with the writer lock held. Dropping it does not remove the lock:
 /// only an orderly close does ([`BusDir::release`]), so a crash leaves it.
@@ -99,6 +101,10 @@ impl BusDir {
 
     pub fn socket_path(&self) -> PathBuf {
         self.dir.join(SOCKET_FILE)
+    }
+
+    pub fn seals_path(&self) -> PathBuf {
+        self.dir.join(SEALS_FILE)
     }
 
     /// Removes the socket and the lock after an orderly close. The lock is

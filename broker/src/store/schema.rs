@@ -49,6 +49,30 @@ pub const EVIDENCE_TABLES: &[&str] = &[
     "usage_records",
 ];
 
+/// The evidence tables seals cover, in the order a seal hashes them
+/// (ascending byte order of the name): every table of the schema but
+/// `meta`, which holds the schema's own version and digest (a migration
+/// rewrites them) and the store's id. Views are projections of these rows
+/// and are not sealed. Every one is keyed by `seq`.
+pub const SEALED_TABLES: &[&str] = &[
+    "decision_events",
+    "decisions",
+    "deliveries",
+    "events",
+    "instance_names",
+    "message_threads",
+    "messages",
+    "projects",
+    "read_receipts",
+    "role_claims",
+    "task_comment_cursors",
+    "task_snapshots",
+    "thread_claims",
+    "thread_opens",
+    "threads",
+    "usage_records",
+];
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let d = Sha256::digest(bytes);
     d.iter().map(|b| format!("{b:02x}")).collect()
@@ -82,5 +106,40 @@ mod tests {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         conn.execute_batch(SCHEMA_SQL).unwrap();
         assert_eq!(master_digest(&conn).unwrap(), MASTER_SHA256);
+    }
+
+    /// Every table of the schema but `meta` is sealed, in byte order of
+    /// its name, and each one's rows are keyed by `seq`: a table added by a
+    /// later schema fails this until it is sealed (or its exclusion is
+    /// decided and written down).
+    #[test]
+    fn sealed_tables_are_every_table_but_meta_in_name_order() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA_SQL).unwrap();
+        let mut st = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table'
+                 AND name NOT LIKE 'sqlite_%' AND name <> 'meta' ORDER BY name",
+            )
+            .unwrap();
+        let tables: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut sorted: Vec<&str> = SEALED_TABLES.to_vec();
+        sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        assert_eq!(sorted, SEALED_TABLES);
+        assert_eq!(tables, SEALED_TABLES);
+        for t in SEALED_TABLES {
+            let pk: String = conn
+                .query_row(
+                    &format!("SELECT name FROM pragma_table_info('{t}') WHERE pk = 1"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(pk, "seq", "{t}");
+        }
     }
 }

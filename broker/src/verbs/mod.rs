@@ -185,6 +185,7 @@ pub const VERBS: &[VerbEntry] = &[
     served("name.set", CLOSER, run::<names::NameSet>),
     served("names", HUMAN_AND_AGENT, run::<names::Names>),
     served("usage", NO_TESTER, run::<reads::Usage>),
+    served("seal", VIEWER_NO_TESTER, run::<reads::Seal>),
     served("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     served("staff.request", ROLE, run::<messages::StaffRequest>),
     served("project.create", HUMAN, run::<threads::ProjectCreate>),

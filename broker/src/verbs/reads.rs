@@ -4,7 +4,7 @@
 //! (timestamps strictly increase across all writes). `inbox`, `agents`,
 //! `replies`, `messages`, `state`, `requirements` and `tasks` are the shared
 //! reads of the spec's "Shared reads and adapter boundary"; `usage` sums the
-//! business's token readings.
+//! business's token readings; `seal` answers the newest seal.
 
 use super::messages::HUMAN;
 use super::{Args, Verb};
@@ -55,6 +55,18 @@ no_args!(Requirements, requirements);
 no_args!(State, state);
 no_args!(Credentials, credentials);
 no_args!(Usage, usage);
+no_args!(Seal, seal);
+
+// --- seal -------------------------------------------------------------------
+
+/// `seal`: the newest seal `{seq, at, root, upto}` (null before the first),
+/// read from the seals file. It covers the whole store, not one business:
+/// the anchor an auditor keeps (`docs/seals.md`).
+fn seal(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
+    let conn = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
+    let newest = crate::store::seals::newest(conn).map_err(|_| Code::StorageUnavailable)?;
+    Ok(newest.map_or(Value::Null, |s| s.newest_json()))
+}
 
 // --- usage ----------------------------------------------------------------
 

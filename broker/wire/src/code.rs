@@ -58,6 +58,22 @@ codes! {
     Timestamp => "timestamp",
     /// `mosaic-migrate` found no store at `<dataRoot>/bus/bus.sqlite`; it never creates one.
     StoreMissing => "store-missing",
+    /// `bus.sqlite` can't be read as a SQLite database (not one, truncated, damaged):
+    /// `mosaic-bus verify`, `backup` and `export`.
+    StoreUnreadable => "store-unreadable",
+    /// `bus/seals.sqlite` is missing where a sealing broker has run (`verify`).
+    SealsMissing => "seals-missing",
+    /// `bus/seals.sqlite` is not a seals file (not SQLite, truncated, damaged, another format).
+    SealsUnreadable => "seals-unreadable",
+    /// `bus/seals.sqlite` seals another store (its store id differs from `bus.sqlite`'s).
+    SealsForeign => "seals-foreign",
+    /// `mosaic-bus backup`: the destination already exists (a symlink too, dangling or not), or
+    /// its parent is not a directory we can write; nothing is written.
+    BackupDestination => "backup-destination",
+    /// The online backup failed, or the copy did not verify.
+    BackupFailed => "backup-failed",
+    /// `mosaic-bus export --after`: the cursor is not one `export` printed for this store.
+    ExportCursor => "export-cursor",
     /// A migration step failed or did not produce its target schema; that step rolled back and
     /// the store stays at the version before it.
     MigrationStep => "migration-step",

@@ -22,6 +22,10 @@
 //!
 //! `--profile N [--clients C]` only boots and makes N sends from each of C
 //! clients, for a profiler wrapped around the broker (docs/performance.md).
+//! `--seals` measures sealing (a send with sealing every second against
+//! sealing only at close, the commit-to-seal lag) and the operator's tools
+//! on a store of `--messages` messages (`verify` against a plain `SELECT`
+//! of the same rows, `export`).
 
 use mosaic_wire::cli;
 use rusqlite::{params, Connection};
@@ -40,13 +44,14 @@ const HELP: &str = "\
 mosaic-bench: the Mosaic bus broker's performance figures, as JSON ratios
 
 Usage:
-  mosaic-bench [--messages N] [--per-client N] [--threads]
+  mosaic-bench [--messages N] [--per-client N] [--threads | --seals]
   mosaic-bench --profile N [--clients C]
   mosaic-bench --help | --version
 
   --messages N     messages in the full store (default 1000000)
   --per-client N   requests per client in each load (default 200)
   --threads        the thread benchmark instead
+  --seals          sealing's cost to a send, seal lag, verify and export
   --profile N      only boot and make N sends from each of C clients (default
                    1), for a profiler wrapped around the broker
 
@@ -371,7 +376,13 @@ fn start_time() -> u64 {
 impl Broker {
     /// Starts `mosaic-bus` beside this binary, boots, binds and claims every role.
     fn start(bus: &Path, root: &Path) -> (Broker, Duration) {
-        let (mut b, startup) = Broker::boot(bus, root, json!({"acme": business()}));
+        Broker::start_sealing(bus, root, None)
+    }
+
+    /// [`Broker::start`] with the boot key `sealSeconds` when given.
+    fn start_sealing(bus: &Path, root: &Path, seal_seconds: Option<u64>) -> (Broker, Duration) {
+        let (mut b, startup) =
+            Broker::boot_with(bus, root, json!({"acme": business()}), seal_seconds);
         let (pid, st) = (std::process::id(), start_time());
         let tag = Instant::now().elapsed().as_nanos() ^ u128::from(pid) ^ startup.as_nanos();
         for i in 0..ROLES {
@@ -394,6 +405,15 @@ impl Broker {
 
     /// Starts `mosaic-bus` beside this binary and boots it with `businesses`.
     fn boot(bus: &Path, root: &Path, businesses: Value) -> (Broker, Duration) {
+        Broker::boot_with(bus, root, businesses, None)
+    }
+
+    fn boot_with(
+        bus: &Path,
+        root: &Path,
+        businesses: Value,
+        seal_seconds: Option<u64>,
+    ) -> (Broker, Duration) {
         let (ours, theirs) = UnixStream::pair().unwrap_or_else(|_| die("socketpair"));
         let fd = theirs.as_raw_fd();
         let mut cmd = Command::new(bus);
@@ -420,9 +440,13 @@ impl Broker {
             caps: Vec::new(),
             reader: String::new(),
         };
-        let boot = b.op(json!({"op": "boot", "config": {
+        let mut config = json!({
             "dataRoot": root.to_str().unwrap_or_else(|| die("path")),
-            "businesses": businesses, "readers": ["acme"]}}));
+            "businesses": businesses, "readers": ["acme"]});
+        if let Some(s) = seal_seconds {
+            config["sealSeconds"] = json!(s);
+        }
+        let boot = b.op(json!({"op": "boot", "config": config}));
         let startup = t0.elapsed();
         if boot["ok"] != json!(true) {
             die("boot refused");
@@ -905,6 +929,195 @@ fn threads_bench(bus: &Path, work: &Path, messages: usize, per: usize) -> Value 
     })
 }
 
+/// Wall time of one `mosaic-bus` tool run and its stdout's line count
+/// (the output itself is read and dropped, as a shipper's pipe would be).
+fn run_tool(bus: &Path, args: &[&str]) -> (Duration, usize, Value) {
+    let t = Instant::now();
+    let mut child = Command::new(bus)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|_| die("spawn a tool"));
+    let Some(out) = child.stdout.take() else {
+        die("tool stdout")
+    };
+    let mut lines = 0;
+    let mut last = String::new();
+    for l in BufReader::with_capacity(1 << 16, out).lines() {
+        let Ok(l) = l else { break };
+        lines += 1;
+        last = l;
+    }
+    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    if !ok {
+        die(&format!("{args:?} failed"));
+    }
+    (
+        t.elapsed(),
+        lines,
+        serde_json::from_str(&last).unwrap_or(Value::Null),
+    )
+}
+
+/// Every row of every table but `meta`, every column read: the plain
+/// `SELECT` `verify` is measured against.
+fn plain_select(db: &Path) -> (Duration, u64) {
+    let c = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|_| die("open store"));
+    let t = Instant::now();
+    let mut n = 0u64;
+    for table in mosaic_bus::store::schema::SEALED_TABLES {
+        let Ok(mut st) = c.prepare(&format!("SELECT * FROM {table} ORDER BY seq")) else {
+            die("prepare")
+        };
+        let cols = st.column_count();
+        let Ok(mut rows) = st.query([]) else {
+            die("query")
+        };
+        while let Ok(Some(r)) = rows.next() {
+            for i in 0..cols {
+                let _ = std::hint::black_box(r.get_ref(i));
+            }
+            n += 1;
+        }
+    }
+    (t.elapsed(), n)
+}
+
+/// Commit-to-seal lag: one client sends `n` messages about 20 ms apart
+/// and keeps when each was acknowledged (wall clock: the broker's `at`
+/// runs ahead of it under load, one millisecond per row); then, per
+/// message, the `at` of the first seal covering it (the sealer's wall
+/// clock) less that. Milliseconds, sorted.
+fn seal_lags(b: &Broker, root: &Path, n: usize) -> Vec<f64> {
+    let mut acked = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = call(
+            &b.socket,
+            &b.caps[1],
+            "message.send",
+            json!({"to": "r0", "body": format!("lag {i}")}),
+        );
+        let at = mosaic_bus::store::clock::now_ms() as f64;
+        let Some(id) = r["result"]["id"].as_str() else {
+            die("lag send")
+        };
+        acked.push((id.to_string(), at));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The last one's seal comes within a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ro = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let store = Connection::open_with_flags(root.join("bus/bus.sqlite"), ro)
+        .unwrap_or_else(|_| die("open store"));
+    let seals = Connection::open_with_flags(root.join("bus/seals.sqlite"), ro)
+        .unwrap_or_else(|_| die("open seals"));
+    let ms = |s: &str| mosaic_bus::store::clock::parse_canonical(s).unwrap_or(0) as f64;
+    let mut lags = Vec::new();
+    for (id, at) in acked {
+        let seq: i64 = store
+            .query_row("SELECT seq FROM messages WHERE id = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .unwrap_or_else(|_| die("lag message"));
+        let sealed: Option<String> = seals
+            .query_row(
+                "SELECT at FROM seals WHERE json_extract(upto, '$.messages') >= ?1 ORDER BY seq LIMIT 1",
+                [seq],
+                |r| r.get(0),
+            )
+            .ok();
+        match sealed {
+            Some(s) => lags.push(ms(&s) - at),
+            None => die("a message no seal covered"),
+        }
+    }
+    lags.sort_by(|a, b| a.total_cmp(b));
+    lags
+}
+
+/// `--seals`: what sealing costs a send (sealing every second against
+/// sealing only at start and close, two brokers side by side, three
+/// interleaved rounds), the commit-to-seal lag, and `verify`, a plain
+/// `SELECT` and `export` over a store of `messages` messages.
+fn seals_bench(bus: &Path, work: &Path, messages: usize, per: usize) -> Value {
+    let mk = |name: &str| {
+        let d = work.join(name);
+        let _ = std::fs::create_dir_all(&d);
+        d
+    };
+    let on_root = mk("seal-1s");
+    let (on, _) = Broker::start_sealing(bus, &on_root, Some(1));
+    let (off, _) = Broker::start_sealing(bus, &mk("seal-3600s"), Some(3600));
+    settle_wal(&on);
+    settle_wal(&off);
+    let mut rounds = Vec::new();
+    for r in 0..3 {
+        // Alternate which goes first: the disk drifts within a round too.
+        let (a, b) = if r % 2 == 0 { (&on, &off) } else { (&off, &on) };
+        let (a1, a32) = (send_load(a, 1, 1000), send_load(a, 32, per));
+        let (b1, b32) = (send_load(b, 1, 1000), send_load(b, 32, per));
+        let (on1, on32, off1, off32) = if r % 2 == 0 {
+            (a1, a32, b1, b32)
+        } else {
+            (b1, b32, a1, a32)
+        };
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        rounds.push(json!({
+            "send_1_sealing_1s": on1, "send_1_sealing_at_close": off1,
+            "send_32_sealing_1s": on32, "send_32_sealing_at_close": off32,
+            "p50_on_vs_off": f(&on1, "p50_us") / f(&off1, "p50_us"),
+            "throughput_32_on_vs_off": f(&on32, "per_sec") / f(&off32, "per_sec"),
+        }));
+    }
+    let median = |key: &str| {
+        let mut v: Vec<f64> = rounds.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let lags = seal_lags(&on, &on_root, 200);
+    on.close();
+    off.close();
+
+    // A store of `messages` messages, unsealed, then a start that seals it.
+    let big = mk("seal-big");
+    prefill(&big, bus, messages);
+    let (b, startup) = Broker::start_sealing(bus, &big, None);
+    b.close();
+    let (_, small_startup) = {
+        let (b, t) = Broker::start_sealing(bus, &mk("seal-small"), None);
+        b.close();
+        ((), t)
+    };
+    let root_arg = big.to_str().unwrap_or_else(|| die("path"));
+    let (verify_time, _, summary) = run_tool(bus, &["verify", "--data-root", root_arg]);
+    let rows = summary["rows"].as_u64().unwrap_or(0);
+    let (select_time, selected) = plain_select(&big.join("bus/bus.sqlite"));
+    let (export_time, exported, _) = run_tool(bus, &["export", "--data-root", root_arg]);
+    let verify_rate = rows as f64 / verify_time.as_secs_f64();
+    let select_rate = selected as f64 / select_time.as_secs_f64();
+    let export_rate = exported as f64 / export_time.as_secs_f64();
+    json!({
+        "rounds": rounds,
+        "seal_lag_ms": {"n": lags.len(), "p50": percentile(&lags, 0.5), "p99": percentile(&lags, 0.99),
+                        "max": lags.last().copied().unwrap_or(0.0), "sealSeconds": 1},
+        "store": {"messages": messages, "rows": rows, "selected": selected, "exported": exported,
+                  "startup_sealing_it_ms": startup.as_secs_f64() * 1e3,
+                  "startup_empty_ms": small_startup.as_secs_f64() * 1e3,
+                  "verify_s": verify_time.as_secs_f64(), "select_s": select_time.as_secs_f64(),
+                  "export_s": export_time.as_secs_f64()},
+        "ratios": {
+            "send_p50_sealing_1s_vs_at_close, median of 3 rounds (goal: within noise)": median("p50_on_vs_off"),
+            "send_32_throughput_sealing_1s_vs_at_close, median of 3 rounds (goal: within noise)": median("throughput_32_on_vs_off"),
+            "verify_rows_per_sec": verify_rate,
+            "plain_select_rows_per_sec": select_rate,
+            "verify_vs_plain_select (goal >= 0.25)": verify_rate / select_rate,
+            "export_rows_per_sec": export_rate,
+        }
+    })
+}
+
 /// The options `mosaic-bench` takes.
 const OPTIONS: &[&str] = &[
     "--messages",
@@ -912,6 +1125,7 @@ const OPTIONS: &[&str] = &[
     "--threads",
     "--profile",
     "--clients",
+    "--seals",
 ];
 
 fn main() -> std::process::ExitCode {
@@ -933,6 +1147,7 @@ fn bench(all: Vec<std::ffi::OsString>) {
     let mut profile: Option<usize> = None;
     let mut profile_clients = 1usize;
     let mut threads = false;
+    let mut seals = false;
     // Not `env::args`: an argument that is not UTF-8 is a usage error, not
     // a panic.
     let mut args = all.into_iter().map(|a| a.into_string().unwrap_or_default());
@@ -951,6 +1166,7 @@ fn bench(all: Vec<std::ffi::OsString>) {
                     .unwrap_or_else(|| die("usage"))
             }
             "--threads" => threads = true,
+            "--seals" => seals = true,
             "--profile" => {
                 profile = Some(
                     args.next()
@@ -966,7 +1182,7 @@ fn bench(all: Vec<std::ffi::OsString>) {
                     .unwrap_or_else(|| die("usage"))
             }
             _ => die(
-                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads]",
+                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads] [--seals]",
             ),
         }
     }
@@ -993,6 +1209,13 @@ fn bench(all: Vec<std::ffi::OsString>) {
         b.close();
         let _ = std::fs::remove_dir_all(&work);
         println!("{}", json!({"profile_sends": one}));
+        return;
+    }
+
+    if seals {
+        let out = seals_bench(&bus, &work, messages, per);
+        let _ = std::fs::remove_dir_all(&work);
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
 
