@@ -119,6 +119,15 @@ impl Writer {
         let bus = BusDir::acquire(dir).unwrap_or_else(|_| fail("bus dir"));
         let db = bus.db_path();
         let store = Store::open(&db).unwrap_or_else(|_| fail("store"));
+        // Experiments only (never a proposal): SQL run on the scratch
+        // store before the first request, e.g. to see what a trigger or an
+        // index costs by dropping it.
+        if let Ok(sql) = std::env::var("MOSAIC_INPROC_SQL") {
+            store
+                .conn()
+                .execute_batch(&sql)
+                .unwrap_or_else(|_| fail("MOSAIC_INPROC_SQL"));
+        }
         let mut core = Core::new(store, std::sync::Arc::new(cfg));
         let role = |r: &str| Caller::Role {
             business: "acme".into(),

@@ -218,9 +218,12 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
 
     // Events about the subject, the subject event itself, a run's session events.
     for filter in [
-        "subject = ?2 AND business = ?1",
+        concat!("subject = ?2 AND business = ?1 AND ", crate::not_a_send!()),
         "id = ?2 AND business = ?1",
-        "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
+        concat!(
+            "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended') AND ",
+            crate::not_a_send!()
+        ),
     ] {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {filter}");
         t.extend(collect(conn, &sql, params![b, subject], event_json)?);
@@ -314,21 +317,7 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
                 event_json,
             )?);
         }
-        t.extend(collect(
-            conn,
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE business = ?1 AND run = ?2 AND kind = 'action.allowed' AND subject = ?3
-                   AND json_extract(body, '$.message') = ?4"
-            ),
-            params![
-                b,
-                m["from_run"].as_str().unwrap_or_default(),
-                m["to_role"].as_str().unwrap_or_default(),
-                subject
-            ],
-            event_json,
-        )?);
+        t.extend(send_authorization(conn, b, &m, subject)?);
         for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
             t.extend(collect(
                 conn,
@@ -344,6 +333,78 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
         t.extend(tag(vec![m], "message"));
     }
     Ok(t)
+}
+
+/// How many events on either side of the last one older than a message
+/// [`send_authorization`] looks at.
+const AUTHORIZATION_WINDOW: i64 = 8;
+
+/// The `action.allowed` a role's send wrote for message `m` (id `id`): by
+/// the sender's run, about the recipient, naming the message. Schema 3i
+/// leaves a send's authorization out of the secondary indexes of `events`
+/// (see [`crate::store::NOT_A_SEND`]), so it is found by time instead: the
+/// send writes it in the message's transaction, immediately before the
+/// message, and events are in `at` order by `seq` (the timestamp guards,
+/// and every open's scan, hold that), so it is the last event older than
+/// the message. A binary search over `seq` finds that event in about
+/// log2(events) lookups by key; the rows around it (a few either side, in
+/// case another writer ordered the two rows otherwise) are then read by
+/// key range and matched exactly as before.
+fn send_authorization(conn: &Connection, b: &str, m: &Value, id: &str) -> Result<Vec<Value>, Code> {
+    let at = m["at"].as_str().unwrap_or_default();
+    let (first, last): (Option<i64>, Option<i64>) = conn
+        // One aggregate per subquery: SQLite reads a lone min() or max()
+        // off the end of the key, but walks the table for the pair.
+        .prepare_cached("SELECT (SELECT min(seq) FROM events), (SELECT max(seq) FROM events)")
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(sql_err)?;
+    let (Some(mut lo), Some(mut hi)) = (first, last) else {
+        return Ok(Vec::new());
+    };
+    let mut next = conn
+        .prepare_cached("SELECT seq, at FROM events WHERE seq >= ?1 ORDER BY seq LIMIT 1")
+        .map_err(sql_err)?;
+    // The largest seq whose at is before the message's (or the first
+    // event, if none is).
+    let mut before = lo;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        let row: Option<(i64, String)> = next
+            .query_row([mid], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(sql_err)?;
+        match row {
+            Some((seq, row_at)) if seq <= hi => {
+                if row_at.as_str() < at {
+                    before = seq;
+                    lo = seq + 1;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            // Nothing between mid and hi: look below mid.
+            _ => hi = mid - 1,
+        }
+    }
+    collect(
+        conn,
+        &format!(
+            "SELECT {EVENT_COLUMNS} FROM events
+             WHERE seq BETWEEN ?1 AND ?2 AND business = ?3 AND run = ?4
+               AND kind = 'action.allowed' AND subject = ?5
+               AND json_extract(body, '$.message') = ?6
+             ORDER BY seq"
+        ),
+        params![
+            before.saturating_sub(AUTHORIZATION_WINDOW),
+            before.saturating_add(AUTHORIZATION_WINDOW),
+            b,
+            m["from_run"].as_str().unwrap_or_default(),
+            m["to_role"].as_str().unwrap_or_default(),
+            id
+        ],
+        event_json,
+    )
 }
 
 // --- replies, messages, state, tasks ---------------------------------------
@@ -392,10 +453,11 @@ pub fn latest_event_of_kind(
     b: &str,
     kind: &str,
 ) -> Result<Option<(i64, String, String, String)>, Code> {
-    conn.prepare_cached(
-        "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2
-         ORDER BY seq DESC LIMIT 1",
-    )
+    conn.prepare_cached(concat!(
+        "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2 AND ",
+        crate::not_a_send!(),
+        " ORDER BY seq DESC LIMIT 1"
+    ))
     .and_then(|mut s| {
         s.query_row(params![b, kind], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -460,10 +522,12 @@ pub type TaskRequirement = (Option<String>, Option<String>);
 /// `(subject, requirement)` of every `task.created` event, oldest first.
 pub fn task_created_requirements(conn: &Connection, b: &str) -> Result<Vec<TaskRequirement>, Code> {
     let mut stmt = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT subject, json_extract(body, '$.requirement') FROM events
-             WHERE business = ?1 AND kind = 'task.created' ORDER BY seq",
-        )
+             WHERE business = ?1 AND kind = 'task.created' AND ",
+            crate::not_a_send!(),
+            " ORDER BY seq"
+        ))
         .map_err(sql_err)?;
     let rows = stmt
         .query_map(params![b], |r| {
