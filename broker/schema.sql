@@ -621,7 +621,9 @@ CREATE TRIGGER usage_records_no_replace BEFORE INSERT ON usage_records
 -- - the indexes come back; the three secondary indexes of events now
 --   leave out a send's authorization (an action.allowed whose body starts
 --   {"action":"message.send",): no read finds those through them, and
---   leaving them out saves a send three index pages;
+--   leaving them out saves a send three index pages; role_claims gains
+--   role_claims_decision (the revokes citing a decision: trail of a
+--   decision looked for them through the whole table);
 -- - the guards come back in the order they had, so the same one fires
 --   first; the timestamp guards test the canonical form with datetime()
 --   instead of strftime() (the same rule, see the decision);
@@ -971,6 +973,7 @@ CREATE UNIQUE INDEX decision_events_one_use ON decision_events(decision)
   WHERE kind = 'consumed';
 CREATE INDEX role_claims_role ON role_claims(business, role, seq);
 CREATE INDEX role_claims_run ON role_claims(run, seq);
+CREATE INDEX role_claims_decision ON role_claims(decision, seq) WHERE decision IS NOT NULL;
 CREATE INDEX messages_to ON messages(business, to_role, seq);
 CREATE INDEX messages_reply ON messages(in_reply_to, seq) WHERE in_reply_to IS NOT NULL;
 CREATE INDEX messages_decision ON messages(decision, seq) WHERE decision IS NOT NULL;

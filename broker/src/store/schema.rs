@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3i";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "afaf143f13ae17de07301aa0898f0f0dfc7ed0bc2666b83cc8a7e78b9f836f1c";
+pub const SCHEMA_SHA256: &str = "3307dbd9dbb47c552c17360517490888aa6ce2089f4a7ed5040f7455fd8c01b7";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "bd59476d6c422c662ccff57f4c2044bc8c81a94422b4c20af24616842c91b12b";
+pub const MASTER_SHA256: &str = "4c545d7fc77cf2002ebf52958e891b355f669b37a2e72b006e4fb69b997bcbcc";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also
