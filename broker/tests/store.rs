@@ -235,6 +235,8 @@ fn insert_scoped_check_refuses_exactly_what_a_full_scan_flags() {
         "2030-01-01T25:00:00.004Z",  // hour 25
         "2030-01-01T00:00:00.0040Z", // too many digits
         "2030-01-01T00:00:01.000Z",  // ok
+        "2030-01-01T24:00:00.005Z",  // hour 24 (the 3h guard's strftime kept it)
+        "2030-01-01T00:00:01.001Z",  // ok
     ];
     // 1. Through the trigger.
     let (_d, db) = fresh();
@@ -289,7 +291,7 @@ fn insert_scoped_check_refuses_exactly_what_a_full_scan_flags() {
         }
     }
     assert_eq!(refused, flagged_idx);
-    assert_eq!(refused, vec![1, 3, 4, 5, 6, 7, 8, 9, 11, 12]);
+    assert_eq!(refused, vec![1, 3, 4, 5, 6, 7, 8, 9, 11, 12, 14]);
 }
 
 #[test]

@@ -631,11 +631,40 @@ fn same_schema_as_a_new_store(root: &Path) -> Connection {
     bus.release_lock();
     let migrated = db(root);
     assert_eq!(master_rows(&migrated), master_rows(&db(fresh.path())));
+    // 3i has no AUTOINCREMENT: no counter is left, and each table goes on
+    // from its largest seq.
+    assert_eq!(counters(&migrated), []);
     migrated
 }
 
+/// Every `sqlite_sequence` counter: `(table, counter)`.
+fn counters(c: &Connection) -> Vec<(String, i64)> {
+    c.prepare("SELECT name, seq FROM sqlite_sequence ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect()
+}
+
+/// Before 3i: every table's counter stands at its largest `seq`, as it does
+/// in any store whose rows were never deleted (so dropping AUTOINCREMENT
+/// hands out exactly the numbers it would have).
+fn counters_at_their_rows(root: &Path) {
+    let c = db(root);
+    let all = counters(&c);
+    assert!(!all.is_empty());
+    for (table, counter) in all {
+        let last: i64 = c
+            .query_row(&format!("SELECT max(seq) FROM {table}"), [], |r| r.get(0))
+            .expect("max");
+        assert_eq!(counter, last, "{table}");
+    }
+}
+
 /// Every row of the tables a 3d store has, by their 3d columns, `meta`
-/// without the two rows a step rewrites.
+/// without the two rows a step rewrites. (`sqlite_sequence` is not one:
+/// 3i drops `AUTOINCREMENT`, see [`counters_at_their_rows`].)
 fn rows_3d(root: &Path) -> Vec<String> {
     let c = db(root);
     let mut out = Vec::new();
@@ -650,7 +679,6 @@ fn rows_3d(root: &Path) -> Vec<String> {
         "read_receipts",
         "task_snapshots",
         "task_comment_cursors",
-        "sqlite_sequence",
     ] {
         out.extend(table_rows(&c, t));
     }
@@ -673,6 +701,7 @@ fn a_populated_3d_store_migrates_to_the_current_version_like_a_new_store_and_kee
     let root = data_root();
     store_3d(root.path());
     let before = rows_3d(root.path());
+    counters_at_their_rows(root.path());
     // The current broker refuses the 3d store.
     this_broker_refuses(root.path());
     assert_eq!(rows_3d(root.path()), before, "the refusal changed nothing");
@@ -814,7 +843,8 @@ fn store_populated(root: &Path, version: &str) {
 }
 
 /// Every row of every table a 3e store has, `decisions` by its 3e columns
-/// and `meta` without the two rows a step rewrites.
+/// and `meta` without the two rows a step rewrites (`sqlite_sequence`
+/// aside: see [`counters_at_their_rows`]).
 fn rows_3e(root: &Path) -> Vec<String> {
     let c = db(root);
     let mut out = Vec::new();
@@ -826,6 +856,7 @@ fn rows_3e(root: &Path) -> Vec<String> {
         .map(|r| r.expect("name"))
         .collect();
     tables.sort();
+    tables.retain(|t| t != "sqlite_sequence");
     assert!(tables.len() >= 15, "{tables:?}");
     for t in &tables {
         out.extend(table_rows(&c, t));
@@ -838,6 +869,7 @@ fn a_populated_3e_store_migrates_to_3f_with_null_citations_and_keeps_every_row()
     let root = data_root();
     store_3e(root.path());
     let before = rows_3e(root.path());
+    counters_at_their_rows(root.path());
     // The 3f broker refuses the 3e store, and the refusal changes nothing.
     this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before);
@@ -965,6 +997,7 @@ fn a_populated_3f_store_migrates_to_3g_with_null_names_and_keeps_every_row() {
     let root = data_root();
     store_populated(root.path(), "3f");
     let before = rows_3e(root.path());
+    counters_at_their_rows(root.path());
     this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before);
     // The 3f store refuses a staff request's class.
@@ -1053,8 +1086,8 @@ fn usage_rows(c: &Connection) -> (Vec<String>, Option<i64>) {
 }
 
 /// A populated 3h store with usage records a 3h broker wrote (account
-/// null): a turn with a baseline and its known outcome, an unknown one and
-/// a pending baseline; the table's counter stands at 40, past its last row.
+/// null): a turn with a baseline and its known outcome, an unknown one
+/// written with its seq (17) and a pending baseline after it.
 fn store_3h_with_usage(root: &Path) {
     store_populated(root, "3h");
     let c = db(root);
@@ -1071,8 +1104,7 @@ fn store_3h_with_usage(root: &Path) {
             'usage-parse-failed', '2026-11-01T10:00:05.002Z');
          INSERT INTO usage_records(business, run, role, turn, source, kind, baseline, at) VALUES
            ('acme', 'run-a', 'assistant', 'm-1', 'pi', 'baseline', '{\"bytes\":0}',
-            '2026-11-01T10:00:05.003Z');
-         UPDATE sqlite_sequence SET seq = 40 WHERE name = 'usage_records';",
+            '2026-11-01T10:00:05.003Z');",
     )
     .expect("3h usage records");
     // 3h reserves the account: a record can't carry one yet.
@@ -1104,6 +1136,7 @@ fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
         )
         .expect("3g evidence");
     let before = rows_3e(root.path());
+    counters_at_their_rows(root.path());
     this_broker_refuses(root.path());
     assert_eq!(rows_3e(root.path()), before, "the refusal changed nothing");
 
@@ -1132,17 +1165,19 @@ fn a_populated_3g_store_migrates_through_3h_to_3i_and_keeps_every_row() {
     bus.release_lock();
 }
 
-/// 3h → 3i (3i row 126, L289): usage records written at 3h come through the
-/// rebuild with their `seq`, every column and the table's counter; the
-/// account may then be set; nothing of the old table is left.
+/// 3h → 3i (3i row 126, L289; issue 34): usage records written at 3h come
+/// through the rebuild with their `seq` and every column; the table keeps
+/// no counter and the next record follows the last one; the account may
+/// then be set; nothing of the old table is left.
 #[test]
-fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
+fn usage_records_made_at_3h_keep_their_seq_through_3i_and_the_next_follows_the_last() {
     let root = data_root();
     store_3h_with_usage(root.path());
     let before = rows_3e(root.path());
+    counters_at_their_rows(root.path());
     let usage_before = usage_rows(&db(root.path()));
     assert_eq!(usage_before.0.len(), 4);
-    assert_eq!(usage_before.1, Some(40));
+    assert_eq!(usage_before.1, Some(18));
     this_broker_refuses(root.path());
 
     let r = cli(&[path(&root)]);
@@ -1163,10 +1198,10 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
         master_digest(&migrated).expect("digest"),
         schema::CURRENT.master
     );
-    // Every row of every table (usage_records' too, seq first) and every
-    // sqlite_sequence counter as before; no usage_records_3h anywhere.
+    // Every row of every table (usage_records' too, seq first) as before,
+    // no counter left; no usage_records_3h or _3i table anywhere.
     assert_eq!(rows_3e(root.path()), before);
-    assert_eq!(usage_rows(&migrated), usage_before);
+    assert_eq!(usage_rows(&migrated), (usage_before.0.clone(), None));
     let seqs: Vec<i64> = migrated
         .prepare("SELECT seq FROM usage_records ORDER BY seq")
         .expect("prepare")
@@ -1185,15 +1220,16 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
     assert_eq!(accounts, 0, "3h records keep a null account");
     let leftovers: i64 = migrated
         .query_row(
-            "SELECT (SELECT count(*) FROM sqlite_master WHERE name LIKE '%_3h%')
-                  + (SELECT count(*) FROM sqlite_sequence WHERE name = 'usage_records_3h')",
+            "SELECT (SELECT count(*) FROM sqlite_master WHERE name LIKE '%\\_3h%' ESCAPE '\\'
+                     OR name LIKE '%\\_3i%' ESCAPE '\\')
+                  + (SELECT count(*) FROM sqlite_sequence)",
             [],
             |r| r.get(0),
         )
         .expect("count");
     assert_eq!(leftovers, 0);
-    // The next record continues from the carried counter and may carry an
-    // account of 1 to 256 characters.
+    // The next record follows the last one and may carry an account of 1
+    // to 256 characters.
     let insert = |account: &str, at: &str| {
         migrated.execute(
             "INSERT INTO usage_records(business, run, role, turn, source, kind, code, account, at)
@@ -1214,7 +1250,7 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .expect("last");
-    assert_eq!((seq, account.as_str()), (41, "work"));
+    assert_eq!((seq, account.as_str()), (19, "work"));
     // The guards came back, and the unique indexes still stop a second outcome.
     for sql in [
         "UPDATE usage_records SET account = 'x'",
@@ -1237,6 +1273,41 @@ fn usage_records_made_at_3h_keep_their_seq_and_counter_through_3i() {
     let bus = BusDir::acquire(root.path()).expect("lock");
     Store::open(&bus.db_path()).expect("the broker opens the migrated store");
     bus.release_lock();
+}
+
+/// 3h → 3i (issue 34): a table whose `sqlite_sequence` counter is ahead of
+/// its rows handed out a `seq` whose row is gone; without AUTOINCREMENT
+/// that `seq` could be handed out again, so the step refuses
+/// (`migration-step`) and the store stays at 3h exactly as it was, counter
+/// and all. Any table: `usage_records`, then `messages`.
+#[test]
+fn a_counter_ahead_of_its_rows_refuses_3i_and_leaves_the_store_at_3h() {
+    for table in ["usage_records", "messages"] {
+        let root = data_root();
+        store_3h_with_usage(root.path());
+        db(root.path())
+            .execute(
+                "UPDATE sqlite_sequence SET seq = seq + 22 WHERE name = ?1",
+                [table],
+            )
+            .expect("counter");
+        let before = contents(root.path());
+        let counters_before = counters(&db(root.path()));
+        let r = cli(&[path(&root)]);
+        assert_eq!(r.code, 2, "{table}: {}", r.stdout);
+        assert_eq!(
+            r.stderr.trim(),
+            json!({"error": "migration-step"}).to_string()
+        );
+        // Only the backup the migrator made before the step.
+        let lines = r.json_lines();
+        assert_eq!(lines.len(), 1, "{}", r.stdout);
+        assert!(lines[0]["backup"].is_string(), "{}", r.stdout);
+        assert_eq!(version_of(root.path()), "3h", "{table}");
+        assert_eq!(contents(root.path()), before, "{table}");
+        assert_eq!(counters(&db(root.path())), counters_before, "{table}");
+        assert!(!root.path().join("bus/writer.lock").exists());
+    }
 }
 
 /// The shipped 3h → 3i step, then a failure inside the same transaction.
@@ -1287,7 +1358,7 @@ fn a_failing_3h_to_3i_leaves_the_store_at_3h() {
     let r = cli(&[path(&root)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(version_of(root.path()), "3i");
-    assert_eq!(usage_rows(&db(root.path())), usage_before);
+    assert_eq!(usage_rows(&db(root.path())), (usage_before.0, None));
 }
 
 #[test]

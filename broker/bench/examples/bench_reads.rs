@@ -3,7 +3,15 @@
 //! 1,000-message store built the same way. Prints JSON: per read, the p50 on
 //! each store and the ratio large/small (goal: at most 2).
 //!
-//! `cargo run --release -p mosaic-bench --example bench_reads [-- LARGE]`
+//! `cargo run --release -p mosaic-bench --example bench_reads [-- LARGE] [--history]`
+//!
+//! A second part, `history` (issue 34; `--history` runs it alone), measures
+//! the reads whose answer grows with a business's history at a test-sized
+//! store and at one 100 times larger: `usage` by run, the `trail` of a busy
+//! subject, `decisions {list:'roles'}`, an `inbox` and `agents` with many
+//! open decisions, `threadsState` and the board (`tasks`) under a long
+//! snapshot history. For each: the p50 and the reply's bytes on both, and
+//! whether the reply would pass the 4 MiB cap (`response-too-large`).
 //!
 //! What stays the same in both stores, so the ratio measures the cost of the
 //! rest of the history rather than of a bigger answer: the human's feed (200
@@ -275,6 +283,12 @@ fn p50(core: &mut Core, caller: &Caller, verb: &str, args: &Value, iters: usize)
 }
 
 fn main() {
+    let history_only = std::env::args().any(|a| a == "--history");
+    let history_out = history::run();
+    if history_only {
+        println!("{}", json!({"history": history_out}));
+        return;
+    }
     let large: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
@@ -367,8 +381,397 @@ fn main() {
     println!(
         "{}",
         json!({"small_messages": 1_000, "large_messages": large, "roles": ROLES,
-               "goal_ratio_at_most": 2, "reads": out, "store_open": opens})
+               "goal_ratio_at_most": 2, "reads": out, "store_open": opens,
+               "history": history_out})
     );
     small.bus.release();
     big.bus.release();
+}
+
+/// Reads whose answer grows with history (issue 34), at test size and at
+/// 100 times it.
+mod history {
+    use super::fail;
+    use mosaic_bus::config::BootConfig;
+    use mosaic_bus::core::{Caller, Core};
+    use mosaic_bus::store::evidence::{self, Actor};
+    use mosaic_bus::store::messages::{self as msgs, NewMessage};
+    use mosaic_bus::store::root::BusDir;
+    use mosaic_bus::store::Store;
+    use mosaic_bus::verbs::dispatch;
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const CAP: usize = 4 << 20;
+
+    struct Env {
+        _dir: tempfile::TempDir,
+        bus: BusDir,
+        core: Core,
+    }
+
+    impl Drop for Env {
+        fn drop(&mut self) {
+            self.bus.release();
+        }
+    }
+
+    fn env() -> Env {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| fail("tempdir", e));
+        let _ = std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        );
+        let role = |def: &str| {
+            json!({"definition": def,
+                   "authority": {"withinRole": ["message.send"], "crossRole": []}})
+        };
+        let cfg = BootConfig::from_json(json!({
+            "dataRoot": dir.path().to_string_lossy(),
+            "businesses": {"acme": {"id": "acme", "human": "Ada",
+                "arbiters": {"technical": "r0", "delivery": "r0"},
+                "roles": {
+                    "r0": {"authority": {"withinRole": ["message.send"], "crossRole": []}},
+                    "r1": {"authority": {"withinRole": ["message.send"], "crossRole": []}},
+                    "helper": role("assistant"), "chief": role("chief-of-staff")
+                }}},
+            "readers": ["acme"],
+        }))
+        .unwrap_or_else(|e| fail("config", e));
+        let bus = BusDir::acquire(dir.path()).unwrap_or_else(|e| fail("bus dir", e));
+        let store = Store::open(&bus.db_path()).unwrap_or_else(|e| fail("store", e));
+        let mut core = Core::new(store, Arc::new(cfg));
+        for r in ["r0", "r1"] {
+            let c = Caller::Role {
+                business: "acme".into(),
+                role: r.into(),
+                run: format!("run-{r}"),
+            };
+            dispatch(&mut core, &c, "role.claim", None).unwrap_or_else(|e| fail("claim", e));
+        }
+        Env {
+            _dir: dir,
+            bus,
+            core,
+        }
+    }
+
+    fn sql(
+        t: &mut mosaic_bus::store::Tx<'_>,
+        q: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<(), mosaic_bus::error::Code> {
+        t.tx.execute(q, p)
+            .map(|_| ())
+            .map_err(|e| mosaic_bus::store::map_sql_error(&e))
+    }
+
+    /// `runs` runs with one known usage record each.
+    fn usage_runs(e: &mut Env, runs: usize) {
+        e.core
+            .store
+            .write(|t| {
+                msgs::insert_message(
+                    t,
+                    &NewMessage {
+                        id: "turn-1",
+                        business: "acme",
+                        from_role: "r0",
+                        from_run: "run-r0",
+                        to_role: "r1",
+                        class: "INFO",
+                        body: "a turn",
+                        ..Default::default()
+                    },
+                )?;
+                for i in 0..runs {
+                    let at = t.now();
+                    sql(
+                        t,
+                        "INSERT INTO usage_records(business, run, role, turn, source, kind,
+                           provider, model, input, output, cache_write, cache_read, at)
+                         VALUES ('acme', ?1, 'r1', 'turn-1', 'pi', 'known', 'anthropic',
+                           'claude', ?2, 10, 1, 2, ?3)",
+                        rusqlite::params![format!("run-{i:07}"), i, at],
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail("usage", e));
+    }
+
+    fn busy_task(e: &mut Env, events: usize) {
+        e.core
+            .store
+            .write(|t| {
+                for i in 0..events {
+                    evidence::insert_event(
+                        t,
+                        "acme",
+                        "task.comment",
+                        Actor::of("r0", "run-r0"),
+                        Some("vikunja:3/41"),
+                        &json!({"task_ref": "vikunja:3/41", "comment": i,
+                                "text": "a comment of a typical short length"}),
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail("events", e));
+    }
+
+    fn open_decisions(e: &mut Env, n: usize, route: &str) {
+        e.core
+            .store
+            .write(|t| {
+                for _ in 0..n {
+                    let at = t.now();
+                    sql(
+                        t,
+                        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
+                           target, class, routed_to, question, options, recommendation,
+                           approval_choice, blocking, at)
+                         VALUES (?1, 'acme', 'r1', 'run-r1', 'prd.approve', NULL, 'cross-role', ?2,
+                           'Ship the landing page?',
+                           '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
+                           'yes', 'yes', 0, ?3)",
+                        rusqlite::params![mosaic_bus::ids::uuid(), route, at],
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail("decisions", e));
+    }
+
+    fn threads(e: &mut Env, threads: usize, per: usize) {
+        e.core
+            .store
+            .write(|t| {
+                let at = t.now();
+                sql(
+                    t,
+                    "INSERT INTO projects(id, business, name, by, at) VALUES ('p', 'acme', 'Site', 'Ada', ?1)",
+                    [at],
+                )?;
+                for k in 0..threads {
+                    let id = format!("thread-{k:06}");
+                    let at = t.now();
+                    sql(
+                        t,
+                        "INSERT INTO threads(id, business, project, instance, user, name, at)
+                         VALUES (?1, 'acme', 'p', 'helper', 'Ada', ?2, ?3)",
+                        rusqlite::params![id, format!("t{k}"), at],
+                    )?;
+                    for i in 0..per {
+                        let m = mosaic_bus::ids::uuid();
+                        msgs::insert_message(
+                            t,
+                            &NewMessage {
+                                id: &m,
+                                business: "acme",
+                                from_role: "human",
+                                from_run: "human-cli",
+                                to_role: "helper",
+                                class: "REQUEST",
+                                body: "please",
+                                ..Default::default()
+                            },
+                        )?;
+                        let at = t.now();
+                        sql(
+                            t,
+                            "INSERT INTO message_threads(message, thread, at) VALUES (?1, ?2, ?3)",
+                            rusqlite::params![m, id, at],
+                        )?;
+                        let _ = i;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail("threads", e));
+    }
+
+    fn board(e: &mut Env, tasks: usize, snapshots: usize) {
+        e.core
+            .store
+            .write(|t| {
+                for rev in 0..snapshots {
+                    for k in 0..tasks {
+                        let fields = json!({"title": format!("Task {k} rev {rev}"), "done": false,
+                            "bucket": "Doing", "assignees": [], "labels": [], "priority": 1,
+                            "description": "d", "project": 3});
+                        msgs::insert_task_snapshot(
+                            t,
+                            "acme",
+                            &format!("vikunja:3/{}", 1000 + k),
+                            "2026-01-01T00:00:00.000Z",
+                            Some(&fields),
+                        )?;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| fail("board", e));
+    }
+
+    fn reader() -> Caller {
+        Caller::Reader {
+            business: "acme".into(),
+        }
+    }
+
+    /// p50 µs and reply bytes of `f` over `iters` calls.
+    fn time(iters: usize, mut f: impl FnMut() -> Value) -> (f64, usize) {
+        let mut t = Vec::with_capacity(iters);
+        let mut bytes = 0;
+        for _ in 0..iters {
+            let t0 = Instant::now();
+            let v = f();
+            t.push(t0.elapsed().as_secs_f64() * 1e6);
+            bytes = serde_json::to_vec(&v).map(|b| b.len() + 1).unwrap_or(0);
+        }
+        t.sort_by(|a, b| a.total_cmp(b));
+        (t[t.len() / 2], bytes)
+    }
+
+    /// The reply, or `{error}` with its code (a broker without the paging
+    /// extension refuses its arguments).
+    fn call(core: &mut Core, verb: &str, args: Value) -> Value {
+        let args = args.as_object().cloned();
+        dispatch(core, &reader(), verb, args).unwrap_or_else(|e| json!({"error": e.as_str()}))
+    }
+
+    /// A read of a scenario: its name, the call (given the scenario's size)
+    /// and how many times to time it.
+    type HistoryRead<'a> = (&'a str, &'a dyn Fn(&mut Core, usize) -> Value, usize);
+
+    /// One scenario at its test size and at 100 times it: a row per read.
+    fn scenario(
+        name: &str,
+        small: usize,
+        build: &dyn Fn(&mut Env, usize),
+        reads: &[HistoryRead<'_>],
+    ) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut s = env();
+        build(&mut s, small);
+        let mut l = env();
+        let t0 = Instant::now();
+        build(&mut l, small * 100);
+        eprintln!(
+            "bench_reads history: {name} at {} built in {:.1}s",
+            small * 100,
+            t0.elapsed().as_secs_f64()
+        );
+        for (read, f, iters) in reads {
+            let (ps, bs) = time(*iters, || f(&mut s.core, small));
+            let (pl, bl) = time(*iters, || f(&mut l.core, small * 100));
+            out.push(json!({
+                "scenario": name, "read": read, "small": small, "large": small * 100,
+                "p50_small_us": (ps * 10.0).round() / 10.0, "p50_large_us": (pl * 10.0).round() / 10.0,
+                "ratio": ((pl / ps) * 100.0).round() / 100.0,
+                "reply_bytes_small": bs, "reply_bytes_large": bl,
+                "large_is_response_too_large": bl > CAP,
+            }));
+        }
+        out
+    }
+
+    pub fn run() -> Value {
+        let mut rows = Vec::new();
+        rows.extend(scenario(
+            "usage: runs with usage records",
+            1_000,
+            &usage_runs,
+            &[
+                ("usage", &|c, _| call(c, "usage", Value::Null), 5),
+                (
+                    "usage, the page after 90% of the runs",
+                    &|c, n| {
+                        call(
+                            c,
+                            "usage",
+                            json!({"after": format!("run-{:07}", n * 9 / 10)}),
+                        )
+                    },
+                    5,
+                ),
+            ],
+        ));
+        rows.extend(scenario(
+            "trail: events on one task",
+            1_000,
+            &busy_task,
+            &[
+                (
+                    "trail (first page)",
+                    &|c, _| call(c, "trail", json!({"subject": "vikunja:3/41"})),
+                    5,
+                ),
+                (
+                    "trail, the page of its last 100 records",
+                    &|c, _| {
+                        let after: String = c
+                            .store
+                            .conn()
+                            .query_row(
+                                "SELECT at FROM events ORDER BY seq DESC LIMIT 1 OFFSET 100",
+                                [],
+                                |r| r.get(0),
+                            )
+                            .unwrap_or_else(|e| fail("cursor", e));
+                        call(
+                            c,
+                            "trail",
+                            json!({"subject": "vikunja:3/41", "after": after}),
+                        )
+                    },
+                    5,
+                ),
+            ],
+        ));
+        rows.extend(scenario(
+            "decisions: open, routed to roles",
+            100,
+            &|e, n| open_decisions(e, n, "r0"),
+            &[(
+                "decisions {list:'roles'}",
+                &|c, _| call(c, "decisions", json!({"list": "roles"})),
+                5,
+            )],
+        ));
+        rows.extend(scenario(
+            "inbox and agents: open decisions routed to the human",
+            100,
+            &|e, n| open_decisions(e, n, "human"),
+            &[
+                ("inbox (human)", &|c, _| call(c, "inbox", Value::Null), 5),
+                ("agents (reader)", &|c, _| call(c, "agents", Value::Null), 5),
+            ],
+        ));
+        rows.extend(scenario(
+            "threadsState: threads of 20 messages",
+            10,
+            &|e, n| threads(e, n, 20),
+            &[(
+                "threadsState",
+                &|c, _| {
+                    mosaic_bus::ops::threads::ThreadsState {
+                        business: "acme".into(),
+                    }
+                    .apply(c)
+                    .unwrap_or_else(|e| fail("threadsState", e))
+                },
+                5,
+            )],
+        ));
+        rows.extend(scenario(
+            "tasks: 100 tasks, snapshots each",
+            10,
+            &|e, n| board(e, 100, n),
+            &[("tasks", &|c, _| call(c, "tasks", Value::Null), 5)],
+        ));
+        Value::Array(rows)
+    }
 }

@@ -107,9 +107,61 @@ pub struct Aggregate {
     summary: Summary,
     /// Each unknown `(run, turn)` seen so far, numbered.
     turns: HashMap<(String, String), usize>,
+    /// Which runs `byRun` keeps (a page of them), if not all.
+    runs: Option<RunWindow>,
+}
+
+/// A page of `byRun` (issue 34): the runs after `after` in key order, at
+/// most `limit` of them. The other groups and the total always count every
+/// reading.
+#[derive(Debug, Clone, Default)]
+pub struct RunWindow {
+    pub after: Option<String>,
+    pub limit: usize,
+    /// A run past the page was seen.
+    pub more: bool,
 }
 
 impl Aggregate {
+    /// Sums every reading, but keeps `byRun` to the page `runs` names: it
+    /// holds at most `runs.limit` runs at a time, whatever the history.
+    pub fn paged(runs: RunWindow) -> Aggregate {
+        Aggregate {
+            runs: Some(runs),
+            ..Aggregate::default()
+        }
+    }
+
+    /// Whether a run past the page was seen (always false unpaged).
+    pub fn more_runs(&self) -> bool {
+        self.runs.as_ref().is_some_and(|w| w.more)
+    }
+
+    /// Whether `run` belongs in `byRun`; makes room for it when it does.
+    fn keep_run(&mut self, run: &str) -> bool {
+        let Some(w) = self.runs.as_mut() else {
+            return true;
+        };
+        if w.after.as_deref().is_some_and(|a| run <= a) {
+            return false;
+        }
+        let by_run = &mut self.summary.by_run;
+        if by_run.contains_key(run) || by_run.len() < w.limit {
+            return true;
+        }
+        // Full: the page is the smallest keys. A run past the largest kept
+        // one is left out, and once left out it stays out, since the
+        // largest kept key only comes down.
+        w.more = true;
+        match by_run.last_key_value() {
+            Some((largest, _)) if run < largest.as_str() => {
+                by_run.pop_last();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Adds one reading to the total and to each of its groups.
     pub fn add(&mut self, r: &Reading) {
         let turn = match r.outcome {
@@ -122,12 +174,15 @@ impl Aggregate {
                     .or_insert(next)
             }
         };
+        if self.keep_run(&r.run) {
+            self.summary
+                .by_run
+                .entry(r.run.clone())
+                .or_default()
+                .add(r.outcome, turn);
+        }
         let s = &mut self.summary;
         s.total.add(r.outcome, turn);
-        s.by_run
-            .entry(r.run.clone())
-            .or_default()
-            .add(r.outcome, turn);
         s.by_instance
             .entry(r.instance.clone())
             .or_default()

@@ -353,12 +353,15 @@ pub fn launch_latest(
     conn: &Connection,
     business: &str,
 ) -> Result<Option<(String, String, String)>, Code> {
-    conn.query_row(
+    conn.prepare_cached(concat!(
         "SELECT kind, id, at FROM events WHERE business = ?1
-         AND kind IN ('launch.revoked', 'launch.restored') ORDER BY seq DESC LIMIT 1",
-        [business],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )
-    .optional()
+         AND kind IN ('launch.revoked', 'launch.restored') AND ",
+        crate::not_a_send!(),
+        " ORDER BY seq DESC LIMIT 1"
+    ))
+    .and_then(|mut s| {
+        s.query_row([business], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
+    })
     .map_err(sql)
 }

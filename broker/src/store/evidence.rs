@@ -175,10 +175,12 @@ pub fn session_of(
     run: &str,
 ) -> Result<(Option<Value>, bool), Code> {
     let mut stmt = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT kind, body FROM events WHERE business = ?1 AND run = ?2
-             AND kind IN ('session.launched', 'session.ended') ORDER BY seq",
-        )
+             AND kind IN ('session.launched', 'session.ended') AND ",
+            crate::not_a_send!(),
+            " ORDER BY seq"
+        ))
         .map_err(|e| map_sql_error(&e))?;
     let rows = stmt
         .query_map(params![business, run], |r| {

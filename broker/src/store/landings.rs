@@ -27,11 +27,12 @@ pub fn latest_verdict(
     business: &str,
     task_ref: &str,
 ) -> Result<Option<Verdict>, Code> {
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "SELECT id, json_extract(body, '$.verdict'), json_extract(body, '$.commit')
-         FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'review.verdict'
-         ORDER BY seq DESC LIMIT 1",
-    )
+         FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'review.verdict' AND ",
+        crate::not_a_send!(),
+        " ORDER BY seq DESC LIMIT 1"
+    ))
     .and_then(|mut s| {
         s.query_row(params![business, task_ref], |r| {
             Ok(Verdict {

@@ -74,26 +74,75 @@ fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
     }))
 }
 
-/// Open decisions routed to `route`, gated first and then oldest.
-pub fn open_decisions(conn: &Connection, business: &str, route: &str) -> Result<Vec<Value>, Code> {
+/// Where a page of decisions starts: after the decision of this `seq`
+/// (and, for a list gated first, of this gatedness).
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionCursor {
+    pub gated: bool,
+    pub seq: i64,
+}
+
+/// A decision of business `b` as a [`DecisionCursor`], if it is one.
+pub fn decision_cursor(
+    conn: &Connection,
+    b: &str,
+    id: &str,
+) -> Result<Option<DecisionCursor>, Code> {
+    conn.prepare_cached(
+        "SELECT class = 'gated', seq FROM decisions WHERE id = ?1 AND business = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![id, b], |r| {
+            Ok(DecisionCursor {
+                gated: r.get(0)?,
+                seq: r.get(1)?,
+            })
+        })
+        .optional()
+    })
+    .map_err(sql_err)
+}
+
+/// Open decisions routed to `route`, gated first and then oldest: at most
+/// `limit`, after `after` in that order.
+pub fn open_decisions(
+    conn: &Connection,
+    business: &str,
+    route: &str,
+    after: Option<DecisionCursor>,
+    limit: i64,
+) -> Result<Vec<Value>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d
          WHERE d.business = ?1 AND d.routed_to = ?2 AND {OPEN}
-         ORDER BY d.class = 'gated' DESC, d.seq"
+           AND ((d.class = 'gated') < ?3 OR ((d.class = 'gated') = ?3 AND d.seq > ?4))
+         ORDER BY d.class = 'gated' DESC, d.seq LIMIT ?5"
     );
-    collect(conn, &sql, params![business, route], decision_json)
+    let (gated, seq) = after.map_or((2, i64::MIN), |c| (i64::from(c.gated), c.seq));
+    collect(
+        conn,
+        &sql,
+        params![business, route, gated, seq, limit],
+        decision_json,
+    )
 }
 
 /// `decisions {list:'roles'}`: the business's open decisions routed to a
-/// role (never the human), oldest first. Each row is the decision row
-/// `trail` and `inbox` give for its id.
-pub fn open_for_roles(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+/// role (never the human), oldest first, at most `limit` after the one of
+/// seq `after`. Each row is the decision row `trail` and `inbox` give for
+/// its id.
+pub fn open_for_roles(
+    conn: &Connection,
+    business: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Value>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d
-         WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN}
-         ORDER BY d.seq"
+         WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN} AND d.seq > ?2
+         ORDER BY d.seq LIMIT ?3"
     );
-    collect(conn, &sql, params![business], decision_json)
+    collect(conn, &sql, params![business, after, limit], decision_json)
 }
 
 /// `decisions {list:'recent'}`: the business's last `limit` closed decisions
@@ -145,16 +194,22 @@ pub fn latest_claim(conn: &Connection, b: &str, role: &str) -> Result<Option<Val
     .map_err(sql_err)
 }
 
-/// The open decisions `role` raised that wait on the human, gated first.
-pub fn input_needed(conn: &Connection, b: &str, role: &str) -> Result<Vec<Value>, Code> {
+/// The open decisions `role` raised that wait on the human, gated first,
+/// at most `limit` of them.
+pub fn input_needed(
+    conn: &Connection,
+    b: &str,
+    role: &str,
+    limit: i64,
+) -> Result<Vec<Value>, Code> {
     collect(
         conn,
         &format!(
             "SELECT d.id, d.question, d.class, d.blocking, d.task_ref, d.at FROM decisions d
              WHERE d.business = ?1 AND d.routed_to = 'human' AND d.raised_by_role = ?2 AND {OPEN}
-             ORDER BY d.class = 'gated' DESC, d.seq"
+             ORDER BY d.class = 'gated' DESC, d.seq LIMIT ?3"
         ),
-        params![b, role],
+        params![b, role, limit],
         |r| {
             Ok(json!({
                 "id": r.get::<_, String>(0)?,
@@ -210,17 +265,57 @@ pub fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
     vs
 }
 
-/// Every record of business `b` linked to `subject` (a task ref, decision
-/// id, message id or run id), in query order and possibly more than once;
-/// `verbs::reads` keeps each once and sorts them into write order.
-pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Value>, Code> {
-    let mut t = Vec::new();
+/// Where a page of `trail` starts and how many records each source may
+/// give it (issue 34): records written after `after` (a broker timestamp,
+/// the last `at` of the page before), at most `limit` from each source.
+#[derive(Debug, Clone, Copy)]
+pub struct TrailWindow<'a> {
+    pub after: Option<&'a str>,
+    pub limit: i64,
+}
 
-    // Events about the subject, the subject event itself, a run's session events.
+/// Every record of business `b` linked to `subject` (a task ref, decision
+/// id, message id or run id) written after `w.after`, in query order and
+/// possibly more than once; `verbs::reads` keeps each once, sorts them into
+/// write order and cuts the page. The sources a busy subject can fill (a
+/// task's events, snapshots and decisions; a decision's events and the
+/// messages citing it) each give at most `w.limit` rows, from the first
+/// `seq` written after `w.after` on (found by time: [`last_seq_by_time`]),
+/// so a page costs the same however deep into the history it is. The
+/// others hold a few rows each and are given whole (the caller drops what
+/// is not after `w.after`).
+pub fn trail_records(
+    conn: &Connection,
+    b: &str,
+    subject: &str,
+    w: TrailWindow<'_>,
+) -> Result<Vec<Value>, Code> {
+    let mut t = Vec::new();
+    let floor = |table: Table| -> Result<i64, Code> {
+        match w.after {
+            None => Ok(i64::MIN),
+            Some(after) => Ok(last_seq_by_time(conn, table, after, true)?.unwrap_or(i64::MIN)),
+        }
+    };
+
+    // Events about the subject.
+    t.extend(collect(
+        conn,
+        &format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE subject = ?2 AND business = ?1 AND {}
+               AND seq > ?3 ORDER BY seq LIMIT ?4",
+            crate::store::NOT_A_SEND
+        ),
+        params![b, subject, floor(Table::Events)?, w.limit],
+        event_json,
+    )?);
+    // The subject event itself, a run's session events.
     for filter in [
-        "subject = ?2 AND business = ?1",
         "id = ?2 AND business = ?1",
-        "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended')",
+        concat!(
+            "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended') AND ",
+            crate::not_a_send!()
+        ),
     ] {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {filter}");
         t.extend(collect(conn, &sql, params![b, subject], event_json)?);
@@ -237,8 +332,8 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
     t.extend(collect(
         conn,
         "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
-         WHERE business = ?1 AND task_ref = ?2 ORDER BY seq",
-        params![b, subject],
+         WHERE business = ?1 AND task_ref = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
+        params![b, subject, floor(Table::TaskSnapshots)?, w.limit],
         |r| {
             Ok(json!({
                 "record": "task",
@@ -252,9 +347,15 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
         },
     )?);
     let by_task = format!(
-        "SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.task_ref = ?2 AND d.business = ?1"
+        "SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.task_ref = ?2 AND d.business = ?1
+           AND d.seq > ?3 ORDER BY d.seq LIMIT ?4"
     );
-    t.extend(collect(conn, &by_task, params![b, subject], decision_json)?);
+    t.extend(collect(
+        conn,
+        &by_task,
+        params![b, subject, floor(Table::Decisions)?, w.limit],
+        decision_json,
+    )?);
 
     // A decision: its row, its events, the human inputs they cite, claims and
     // messages citing it.
@@ -264,21 +365,28 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
     if !decision.is_empty() {
         t.extend(decision);
         let events = format!(
-            "SELECT {} FROM decision_events WHERE decision = ?1 ORDER BY seq",
+            "SELECT {} FROM decision_events WHERE decision = ?1 AND seq > ?2
+             ORDER BY seq LIMIT ?3",
             DECISION_EVENT_COLUMNS
         );
-        t.extend(collect(conn, &events, params![subject], |r| {
-            let mut v = decision_event_json(r)?;
-            v["record"] = json!("decision_event");
-            Ok(v)
-        })?);
+        t.extend(collect(
+            conn,
+            &events,
+            params![subject, floor(Table::DecisionEvents)?, w.limit],
+            |r| {
+                let mut v = decision_event_json(r)?;
+                v["record"] = json!("decision_event");
+                Ok(v)
+            },
+        )?);
         t.extend(collect(
             conn,
             &format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND id IN
-                 (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL)"
+                 (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL
+                    AND seq > ?3 ORDER BY seq LIMIT ?4)"
             ),
-            params![b, subject],
+            params![b, subject, floor(Table::DecisionEvents)?, w.limit],
             event_json,
         )?);
         t.extend(collect(
@@ -290,10 +398,16 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
             claim_json,
         )?);
         let citing = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1"
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1
+               AND m.seq > ?3 ORDER BY m.seq LIMIT ?4"
         );
         t.extend(tag(
-            collect(conn, &citing, params![b, subject], message_json)?,
+            collect(
+                conn,
+                &citing,
+                params![b, subject, floor(Table::Messages)?, w.limit],
+                message_json,
+            )?,
             "message",
         ));
     }
@@ -314,21 +428,7 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
                 event_json,
             )?);
         }
-        t.extend(collect(
-            conn,
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE business = ?1 AND run = ?2 AND kind = 'action.allowed' AND subject = ?3
-                   AND json_extract(body, '$.message') = ?4"
-            ),
-            params![
-                b,
-                m["from_run"].as_str().unwrap_or_default(),
-                m["to_role"].as_str().unwrap_or_default(),
-                subject
-            ],
-            event_json,
-        )?);
+        t.extend(send_authorization(conn, b, &m, subject)?);
         for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
             t.extend(collect(
                 conn,
@@ -344,6 +444,120 @@ pub fn trail_records(conn: &Connection, b: &str, subject: &str) -> Result<Vec<Va
         t.extend(tag(vec![m], "message"));
     }
     Ok(t)
+}
+
+/// The evidence tables [`last_seq_by_time`] searches.
+#[derive(Debug, Clone, Copy)]
+pub enum Table {
+    Events,
+    TaskSnapshots,
+    Decisions,
+    DecisionEvents,
+    Messages,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Events => "events",
+            Table::TaskSnapshots => "task_snapshots",
+            Table::Decisions => "decisions",
+            Table::DecisionEvents => "decision_events",
+            Table::Messages => "messages",
+        }
+    }
+}
+
+/// The largest `seq` of `table` whose `at` is before `at` (`or_equal`:
+/// at or before), if any. Every evidence table is in `at` order by `seq`
+/// (the timestamp guards, and every open's scan, hold that), so a binary
+/// search over `seq` finds it in about log2(rows) lookups by key, however
+/// large the table; rows missing from the key range (there are none in a
+/// store this broker wrote) are stepped over.
+pub fn last_seq_by_time(
+    conn: &Connection,
+    table: Table,
+    at: &str,
+    or_equal: bool,
+) -> Result<Option<i64>, Code> {
+    let name = table.name();
+    let (first, last): (Option<i64>, Option<i64>) = conn
+        // One aggregate per subquery: SQLite reads a lone min() or max()
+        // off the end of the key, but walks the table for the pair.
+        .prepare_cached(&format!(
+            "SELECT (SELECT min(seq) FROM {name}), (SELECT max(seq) FROM {name})"
+        ))
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(sql_err)?;
+    let (Some(mut lo), Some(mut hi)) = (first, last) else {
+        return Ok(None);
+    };
+    let mut next = conn
+        .prepare_cached(&format!(
+            "SELECT seq, at FROM {name} WHERE seq >= ?1 ORDER BY seq LIMIT 1"
+        ))
+        .map_err(sql_err)?;
+    let mut found = None;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        let row: Option<(i64, String)> = next
+            .query_row([mid], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(sql_err)?;
+        match row {
+            Some((seq, row_at)) if seq <= hi => {
+                let before = row_at.as_str() < at || (or_equal && row_at == at);
+                if before {
+                    found = Some(seq);
+                    lo = seq + 1;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            // Nothing between mid and hi: look below mid.
+            _ => hi = mid - 1,
+        }
+    }
+    Ok(found)
+}
+
+/// How many events on either side of the last one older than a message
+/// [`send_authorization`] looks at.
+const AUTHORIZATION_WINDOW: i64 = 8;
+
+/// The `action.allowed` a role's send wrote for message `m` (id `id`): by
+/// the sender's run, about the recipient, naming the message. Schema 3i
+/// leaves a send's authorization out of the secondary indexes of `events`
+/// (see [`crate::store::NOT_A_SEND`]), so it is found by time instead: the
+/// send writes it in the message's transaction, immediately before the
+/// message, so it is the last event older than the message
+/// ([`last_seq_by_time`]); the rows around it (a few either side, in case
+/// another writer ordered the two rows otherwise) are then read by key
+/// range and matched exactly as before.
+fn send_authorization(conn: &Connection, b: &str, m: &Value, id: &str) -> Result<Vec<Value>, Code> {
+    let at = m["at"].as_str().unwrap_or_default();
+    let Some(before) = last_seq_by_time(conn, Table::Events, at, false)? else {
+        return Ok(Vec::new());
+    };
+    collect(
+        conn,
+        &format!(
+            "SELECT {EVENT_COLUMNS} FROM events
+             WHERE seq BETWEEN ?1 AND ?2 AND business = ?3 AND run = ?4
+               AND kind = 'action.allowed' AND subject = ?5
+               AND json_extract(body, '$.message') = ?6
+             ORDER BY seq"
+        ),
+        params![
+            before.saturating_sub(AUTHORIZATION_WINDOW),
+            before.saturating_add(AUTHORIZATION_WINDOW),
+            b,
+            m["from_run"].as_str().unwrap_or_default(),
+            m["to_role"].as_str().unwrap_or_default(),
+            id
+        ],
+        event_json,
+    )
 }
 
 // --- replies, messages, state, tasks ---------------------------------------
@@ -392,10 +606,11 @@ pub fn latest_event_of_kind(
     b: &str,
     kind: &str,
 ) -> Result<Option<(i64, String, String, String)>, Code> {
-    conn.prepare_cached(
-        "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2
-         ORDER BY seq DESC LIMIT 1",
-    )
+    conn.prepare_cached(concat!(
+        "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2 AND ",
+        crate::not_a_send!(),
+        " ORDER BY seq DESC LIMIT 1"
+    ))
     .and_then(|mut s| {
         s.query_row(params![b, kind], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
@@ -431,12 +646,21 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
 }
 
 /// The `task_current` projection of a business, in `task_ref` text order.
+/// It steps from one task ref to the next through the snapshots' index and
+/// takes each one's latest snapshot, so it costs the board, not every
+/// snapshot ever taken (a `GROUP BY` read them all).
 pub fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT s.seq, s.task_ref, s.read_at, s.tombstone, s.fields, s.at
-             FROM (SELECT max(seq) AS mx FROM task_snapshots WHERE business = ?1 GROUP BY task_ref) c
-             JOIN task_snapshots s ON s.seq = c.mx
+            "WITH RECURSIVE task_refs(r) AS (
+               SELECT (SELECT min(task_ref) FROM task_snapshots WHERE business = ?1)
+               UNION ALL
+               SELECT (SELECT min(task_ref) FROM task_snapshots WHERE business = ?1 AND task_ref > r)
+                 FROM task_refs WHERE r IS NOT NULL
+             )
+             SELECT s.seq, s.task_ref, s.read_at, s.tombstone, s.fields, s.at
+             FROM task_refs JOIN task_snapshots s ON s.seq = (SELECT max(seq) FROM task_snapshots
+               WHERE business = ?1 AND task_ref = task_refs.r)
              ORDER BY s.task_ref",
         )
         .map_err(sql_err)?;
@@ -460,10 +684,12 @@ pub type TaskRequirement = (Option<String>, Option<String>);
 /// `(subject, requirement)` of every `task.created` event, oldest first.
 pub fn task_created_requirements(conn: &Connection, b: &str) -> Result<Vec<TaskRequirement>, Code> {
     let mut stmt = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT subject, json_extract(body, '$.requirement') FROM events
-             WHERE business = ?1 AND kind = 'task.created' ORDER BY seq",
-        )
+             WHERE business = ?1 AND kind = 'task.created' AND ",
+            crate::not_a_send!(),
+            " ORDER BY seq"
+        ))
         .map_err(sql_err)?;
     let rows = stmt
         .query_map(params![b], |r| {

@@ -32,14 +32,15 @@ pub fn latest_push(
     business: &str,
     task_ref: &str,
 ) -> Result<Option<Push>, Code> {
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "SELECT id, json_extract(body, '$.project'), json_extract(body, '$.ref'),
            json_extract(body, '$.commit')
          FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'action.allowed'
            AND json_extract(body, '$.action') = 'git.push.working'
-           AND json_extract(body, '$.commit') IS NOT NULL
-         ORDER BY seq DESC LIMIT 1",
-    )
+           AND json_extract(body, '$.commit') IS NOT NULL AND ",
+        crate::not_a_send!(),
+        " ORDER BY seq DESC LIMIT 1"
+    ))
     .and_then(|mut s| {
         s.query_row(params![business, task_ref], |r| {
             Ok(Push {
@@ -61,12 +62,14 @@ pub fn was_pushed(
     task_ref: &str,
     commit: &str,
 ) -> Result<bool, Code> {
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "SELECT EXISTS (SELECT 1 FROM events WHERE business = ?1 AND subject = ?2
            AND kind = 'action.allowed'
            AND json_extract(body, '$.action') = 'git.push.working'
-           AND json_extract(body, '$.commit') = ?3)",
-    )
+           AND json_extract(body, '$.commit') = ?3 AND ",
+        crate::not_a_send!(),
+        ")"
+    ))
     .and_then(|mut s| s.query_row(params![business, task_ref, commit], |r| r.get(0)))
     .map_err(sql)
 }
@@ -137,10 +140,12 @@ pub fn request(
 
 /// True when the request already has a `review.verdict` event.
 pub fn has_verdict(conn: &Connection, business: &str, request: &str) -> Result<bool, Code> {
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "SELECT EXISTS (SELECT 1 FROM events WHERE business = ?1 AND kind = 'review.verdict'
-           AND json_extract(body, '$.request') = ?2)",
-    )
+           AND json_extract(body, '$.request') = ?2 AND ",
+        crate::not_a_send!(),
+        ")"
+    ))
     .and_then(|mut s| s.query_row(params![business, request], |r| r.get(0)))
     .map_err(sql)
 }

@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3i";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "7c63d02880d31b42a2f25d9a0d4f3e0f83bfc3007eca271256f01ab38cb6c73b";
+pub const SCHEMA_SHA256: &str = "3307dbd9dbb47c552c17360517490888aa6ce2089f4a7ed5040f7455fd8c01b7";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "cf3aaa4310148ad8e52b850ed5c9677f65171a9081a163060752e3c149ff1614";
+pub const MASTER_SHA256: &str = "4c545d7fc77cf2002ebf52958e891b355f669b37a2e72b006e4fb69b997bcbcc";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also
@@ -140,6 +140,164 @@ mod tests {
                 )
                 .unwrap();
             assert_eq!(pk, "seq", "{t}");
+        }
+    }
+
+    /// What the 3i timestamp guards test for the canonical form.
+    const CANONICAL_3I: &str =
+        "NEW.at < '0' OR NEW.at IS NOT replace(datetime(NEW.at, '+0 days', 'subsec'), ' ', 'T') || 'Z'";
+
+    /// Schema 3i's timestamp guards test the canonical form with
+    /// `datetime(x, '+0 days', 'subsec')` (a date taken apart and put
+    /// together again, as the days since the epoch: out-of-range days and
+    /// hours come back as another date) instead of the `strftime()` round
+    /// trip the guards had through 3h, which formats through printf and is
+    /// the dearer half of a guard. The rule they keep is the open's scan
+    /// (`clock::parse_canonical`, the spec's full-scan check): for every
+    /// text the guard refuses exactly what the scan refuses, and it refuses
+    /// every other type. Canonical timestamps of every kind of date, every
+    /// field past its range, other shapes, and random bytes changed.
+    #[test]
+    fn the_canonical_guard_refuses_exactly_what_the_open_scan_refuses() {
+        use rusqlite::types::Value;
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA_SQL).unwrap();
+        // Every *_at guard uses it, for `at` and for a snapshot's `read_at`.
+        let mut guards = conn
+            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%\\_at' ESCAPE '\\'")
+            .unwrap();
+        let guards: Vec<(String, String)> = guards
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(guards.len(), 14, "{guards:?}");
+        for (name, sql) in &guards {
+            assert!(sql.contains(CANONICAL_3I), "{name}");
+            assert!(!sql.contains("strftime"), "{name}");
+        }
+        let refuses = CANONICAL_3I.replace("NEW.at", "?1");
+        let mut stmt = conn.prepare(&format!("SELECT {refuses}")).unwrap();
+        let mut refused = |v: &Value| -> bool {
+            stmt.query_row([v], |r| r.get::<_, Option<bool>>(0))
+                .unwrap()
+                // NULL is left to the NOT NULL constraint.
+                .unwrap_or(true)
+        };
+        let mut texts: Vec<String> = [
+            "2030-01-01T00:00:00.000Z",
+            "0000-01-01T00:00:00.000Z",
+            "9999-12-31T23:59:59.999Z",
+            "2024-02-29T12:00:00.000Z",
+            "2023-02-29T12:00:00.000Z",
+            "2100-02-29T12:00:00.000Z",
+            "2000-02-29T12:00:00.000Z",
+            "2030-02-30T00:00:00.002Z",
+            "2030-04-31T00:00:00.002Z",
+            "2030-00-10T00:00:00.002Z",
+            "2030-13-10T00:00:00.002Z",
+            "2030-01-00T00:00:00.002Z",
+            "2030-01-32T00:00:00.002Z",
+            "2030-01-01T24:00:00.000Z",
+            "2030-01-31T24:00:00.000Z",
+            "2030-01-01T25:00:00.000Z",
+            "2030-01-01T23:60:00.000Z",
+            "2030-01-01T23:59:60.000Z",
+            "2030-01-01T23:59:59.9999Z",
+            "2030-01-01T23:59:59.99Z",
+            "2030-01-01T23:59:59Z",
+            "2030-01-01T23:59Z",
+            "2030-01-01",
+            "2030-01-01 00:00:00.000Z",
+            "2030-01-01t00:00:00.000Z",
+            "2030-01-01T00:00:00.000z",
+            "2030-01-01T00:00:00.000",
+            "2030-01-01T00:00:00.000+00:00",
+            "2030-01-01T00:00:00.000+01:00",
+            " 2030-01-01T00:00:00.000Z",
+            "2030-01-01T00:00:00.000Z ",
+            "-0001-01-01T00:00:00.000Z",
+            "-001-01-01T00:00:00.000Z",
+            "+2030-01-01T00:00:00.000Z",
+            "10000-01-01T00:00:00.000Z",
+            "999-01-01T00:00:00.000Z",
+            "2030-1-01T00:00:00.000Z",
+            "now",
+            "",
+            "garbage",
+            "2460000.5",
+            "1700000000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every field over its range and a little past it, in the
+        // canonical shape, and each with one byte changed at random.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % n
+        };
+        for _ in 0..20_000 {
+            let s = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                next(10_000),
+                next(14),
+                next(33),
+                next(26),
+                next(61),
+                next(62),
+                next(1000)
+            );
+            let mut b = s.clone().into_bytes();
+            let i = next(b.len() as u64) as usize;
+            b[i] = b" -:.TZ0123456789+z"[next(18) as usize];
+            texts.push(s);
+            texts.push(String::from_utf8(b).unwrap());
+        }
+        let mut canonical = 0;
+        for t in &texts {
+            let scan = super::super::clock::parse_canonical(t).is_none();
+            assert_eq!(refused(&Value::Text(t.clone())), scan, "{t:?}");
+            canonical += usize::from(!scan);
+        }
+        assert!(
+            canonical > 1_000 && canonical < texts.len() / 2,
+            "{canonical}"
+        );
+        for v in [
+            Value::Null,
+            Value::Integer(1_700_000_000),
+            Value::Integer(2_460_000),
+            Value::Real(2_460_000.5),
+            Value::Blob(b"2030-01-01T00:00:00.000Z".to_vec()),
+        ] {
+            assert!(refused(&v), "{v:?}");
+        }
+    }
+
+    /// The three secondary indexes of `events` are partial on exactly the
+    /// condition the reads AND in (`store::NOT_A_SEND`), or SQLite would not
+    /// use them for those reads.
+    #[test]
+    fn the_events_indexes_are_partial_on_what_the_reads_say() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA_SQL).unwrap();
+        for index in ["events_subject", "events_run", "events_kind"] {
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1",
+                    [index],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(
+                sql.ends_with(&format!("AND {}", super::super::NOT_A_SEND))
+                    || sql.ends_with(&format!("WHERE {}", super::super::NOT_A_SEND)),
+                "{index}: {sql}"
+            );
         }
     }
 }

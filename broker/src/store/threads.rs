@@ -480,12 +480,16 @@ pub fn counts(
 }
 
 /// The launcher's view of every thread of the business (`threadsState`).
+/// A thread's latest message and open are its rows with the largest `seq`
+/// (`at` increases with `seq`), read off the end of its index rather than
+/// by `max(at)` over all of them.
 pub fn state(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT t.id, t.instance,
-               (SELECT max(at) FROM message_threads mt WHERE mt.thread = t.id),
-               (SELECT max(at) FROM thread_opens o WHERE o.thread = t.id),
+               (SELECT at FROM message_threads mt WHERE mt.thread = t.id
+                  ORDER BY seq DESC LIMIT 1),
+               (SELECT at FROM thread_opens o WHERE o.thread = t.id ORDER BY seq DESC LIMIT 1),
                (SELECT at FROM thread_claims c WHERE c.thread = t.id AND c.op = 'claim'
                   ORDER BY seq DESC LIMIT 1)
              FROM threads t WHERE t.business = ?1 ORDER BY t.seq",

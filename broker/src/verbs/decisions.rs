@@ -742,31 +742,34 @@ fn seen(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
 }
 
 /// `decisions {list: 'roles' | 'recent'}`: human and reader sessions only.
+/// `roles` also takes the paging extension (`verbs::reads::open_for_roles_page`).
 pub enum List {
-    Roles,
+    Roles(super::reads::PageArgs),
     Recent,
 }
 
 impl Verb for List {
     fn parse(mut args: Args) -> Result<Self, Code> {
         let which = args.str("list", 16)?;
+        let list = match which.as_str() {
+            "roles" => List::Roles(super::reads::PageArgs::take(
+                &mut args,
+                super::reads::DECISIONS_PAGE_MAX,
+            )?),
+            "recent" => List::Recent,
+            _ => return Err(Code::InvalidRequest),
+        };
         args.finish()?;
-        match which.as_str() {
-            "roles" => Ok(List::Roles),
-            "recent" => Ok(List::Recent),
-            _ => Err(Code::InvalidRequest),
-        }
+        Ok(list)
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let conn = core.store.conn();
-        let business = caller.business();
         match self {
-            List::Roles => Ok(Value::Array(crate::store::reads::open_for_roles(
-                conn, business,
-            )?)),
+            List::Roles(page) => super::reads::open_for_roles_page(core, caller, page),
             List::Recent => Ok(Value::Array(crate::store::reads::recent_closed(
-                conn, business, RECENT,
+                core.store.conn(),
+                caller.business(),
+                RECENT,
             )?)),
         }
     }

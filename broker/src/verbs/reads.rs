@@ -31,6 +31,79 @@ pub const STRANDED: usize = 50;
 /// Most messages an `inbox` lists.
 pub const INBOX_MESSAGES: i64 = 100;
 
+// --- pages of reads that grow with history (issue 34) ----------------------
+//
+// A read whose answer grows with the business's history (a busy subject's
+// trail, usage by run, open decisions) answers one page when the whole
+// answer doesn't fit, never `response-too-large`. Without the extension's
+// arguments, an answer that fits one page is exactly the spec's shape; a
+// longer one is the first page in a paged shape with `next` (docs/contract.md).
+
+/// Most bytes of items a page holds: the reply cap (4 MiB with its
+/// newline) less room for everything around the items.
+pub const PAGE_BYTES: usize = 3 << 20;
+/// `usage` runs per page of `byRun` by default, and at most.
+pub const USAGE_RUNS: usize = 1000;
+pub const USAGE_RUNS_MAX: usize = 5000;
+/// Open decisions per page of `decisions {list:'roles'}` and of an
+/// `inbox`'s decisions, by default and at most.
+pub const DECISIONS_PAGE: usize = 500;
+pub const DECISIONS_PAGE_MAX: usize = 2000;
+/// Most open decisions `agents` lists under a role's `inputNeeded` (the
+/// human's `inbox` has them all).
+pub const INPUT_NEEDED: i64 = 50;
+/// `trail` records per page by default, and at most.
+pub const TRAIL_PAGE: usize = 1000;
+pub const TRAIL_PAGE_MAX: usize = 5000;
+
+/// The optional `limit` and `after` of a paged read (an extension).
+#[derive(Debug, Default, Clone)]
+pub struct PageArgs {
+    pub limit: Option<usize>,
+    pub after: Option<String>,
+}
+
+impl PageArgs {
+    /// Takes `limit` (an integer from 1 to `max`) and `after` (a string of
+    /// at most 256 bytes) when present; anything else is `invalid-request`.
+    pub fn take(args: &mut Args, max: usize) -> Result<PageArgs, Code> {
+        let limit = match args.take_present("limit") {
+            None => None,
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .and_then(|l| usize::try_from(l).ok())
+                    .filter(|l| (1..=max).contains(l))
+                    .ok_or(Code::InvalidRequest)?,
+            ),
+            Some(_) => return Err(Code::InvalidRequest),
+        };
+        let after = args.opt_str("after", 256)?;
+        Ok(PageArgs { limit, after })
+    }
+
+    /// Whether the caller asked for a page (then the answer is always paged).
+    pub fn asked(&self) -> bool {
+        self.limit.is_some() || self.after.is_some()
+    }
+}
+
+/// The first `limit` of `items` (already in order) that fit in
+/// [`PAGE_BYTES`] (always at least one), and whether any is left out.
+pub fn fit(mut items: Vec<Value>, limit: usize) -> (Vec<Value>, bool) {
+    let mut bytes = 0usize;
+    let mut keep = 0usize;
+    for item in items.iter().take(limit) {
+        bytes += serde_json::to_vec(item).map(|v| v.len() + 1).unwrap_or(0);
+        if bytes > PAGE_BYTES && keep > 0 {
+            break;
+        }
+        keep += 1;
+    }
+    let more = items.len() > keep;
+    items.truncate(keep);
+    (items, more)
+}
+
 /// A verb with no arguments.
 macro_rules! no_args {
     ($name:ident, $f:ident) => {
@@ -49,12 +122,10 @@ macro_rules! no_args {
     };
 }
 
-no_args!(Inbox, inbox);
 no_args!(Agents, agents);
 no_args!(Requirements, requirements);
 no_args!(State, state);
 no_args!(Credentials, credentials);
-no_args!(Usage, usage);
 no_args!(Seal, seal);
 
 // --- seal -------------------------------------------------------------------
@@ -70,11 +141,33 @@ fn seal(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
 
 // --- usage ----------------------------------------------------------------
 
-/// `usage` (3i rows 124, 126): the business's token readings, summed
-/// exactly per run, instance, provider, model and account, with the unknown
-/// turns beside every total (`policy::usage`). The human and readers see the
-/// whole business; a role only while its run holds the role (`not-holder`).
-fn usage(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+/// `usage {limit?, after?}` (3i rows 124, 126): the business's token
+/// readings, summed exactly per run, instance, provider, model and account,
+/// with the unknown turns beside every total (`policy::usage`). The human
+/// and readers see the whole business; a role only while its run holds the
+/// role (`not-holder`). `byRun` grows with every run the business ever had,
+/// so it is paged (issue 34): at most [`USAGE_RUNS`] runs (`limit`, 1 to
+/// [`USAGE_RUNS_MAX`]) after `after` (a run id), in key order; when runs are
+/// left out the reply adds `next`, the last run it gives. Every other field
+/// counts every reading on every page. A business with fewer runs than a
+/// page, asked without arguments, gets exactly the spec's shape.
+pub struct Usage {
+    page: PageArgs,
+}
+
+impl Verb for Usage {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let page = PageArgs::take(&mut args, USAGE_RUNS_MAX)?;
+        args.finish()?;
+        Ok(Usage { page })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        usage(core, caller, self.page)
+    }
+}
+
+fn usage(core: &mut Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
     let conn = core.store.conn();
     if let Caller::Role {
         business,
@@ -86,20 +179,62 @@ fn usage(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
             return Err(Code::NotHolder);
         }
     }
-    let mut sums = crate::policy::usage::Aggregate::default();
+    let asked = page.asked();
+    let mut sums = crate::policy::usage::Aggregate::paged(crate::policy::usage::RunWindow {
+        after: page.after,
+        limit: page.limit.unwrap_or(USAGE_RUNS),
+        more: false,
+    });
     crate::store::usage::each_usage_reading(conn, caller.business(), &mut |r| sums.add(r))?;
-    Ok(sums.finish().to_json())
+    let more = sums.more_runs();
+    let mut reply = sums.finish().to_json();
+    if more || asked {
+        let next = if more {
+            reply["byRun"]
+                .as_array()
+                .and_then(|runs| runs.last())
+                .map(|r| r["run"].clone())
+                .unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        reply["next"] = next;
+    }
+    Ok(reply)
 }
 
 // --- inbox ----------------------------------------------------------------
 
-/// `inbox`: for human, reader and tester sessions the human's inbox (open
-/// decisions routed to the human, then messages to the human it received and
-/// hasn't read, then those not yet received); for a role session its own
-/// (open decisions routed to the role, then its messages its run received and
-/// hasn't read, then those not yet received). At most 100 messages, oldest
-/// first within each part, each with `delivered_at` (null when waiting).
-fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+/// `inbox {limit?, after?}`: for human, reader and tester sessions the
+/// human's inbox (open decisions routed to the human, then messages to the
+/// human it received and hasn't read, then those not yet received); for a
+/// role session its own (open decisions routed to the role, then its
+/// messages its run received and hasn't read, then those not yet received).
+/// At most 100 messages, oldest first within each part, each with
+/// `delivered_at` (null when waiting), and no more than fit in
+/// [`PAGE_BYTES`] beside the decisions. The open decisions pile up with
+/// the business's history, so they are paged (issue 34): at most
+/// [`DECISIONS_PAGE`] (`limit`, 1 to [`DECISIONS_PAGE_MAX`]) after
+/// `after` (a decision id), gated first and then oldest; when some are left
+/// out the reply adds `next`, the last decision it gives. An inbox whose
+/// decisions fit, asked without arguments, has exactly the spec's shape.
+pub struct Inbox {
+    page: PageArgs,
+}
+
+impl Verb for Inbox {
+    fn parse(mut args: Args) -> Result<Self, Code> {
+        let page = PageArgs::take(&mut args, DECISIONS_PAGE_MAX)?;
+        args.finish()?;
+        Ok(Inbox { page })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        inbox(core, caller, self.page)
+    }
+}
+
+fn inbox(core: &mut Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
     let b = caller.business();
     let (address, run) = match caller {
         Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
@@ -107,7 +242,31 @@ fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     };
     let store = &core.store;
     let conn = store.conn();
-    let decisions = reads::open_decisions(conn, b, address)?;
+    let after = match &page.after {
+        None => None,
+        Some(id) => Some(reads::decision_cursor(conn, b, id)?.ok_or(Code::DecisionNotFound)?),
+    };
+    let limit = page.limit.unwrap_or(DECISIONS_PAGE);
+    let found = reads::open_decisions(
+        conn,
+        b,
+        address,
+        after,
+        i64::try_from(limit + 1).unwrap_or(i64::MAX),
+    )?;
+    let (decisions, more) = fit(found, limit);
+    let mut room = PAGE_BYTES.saturating_sub(
+        decisions
+            .iter()
+            .map(|d| serde_json::to_vec(d).map(|v| v.len() + 1).unwrap_or(0))
+            .sum(),
+    );
+    let mut fits = |m: &Value| {
+        let n = serde_json::to_vec(m).map(|v| v.len() + 1).unwrap_or(0);
+        let ok = n <= room;
+        room = room.saturating_sub(n);
+        ok
+    };
     let cap = usize::try_from(INBOX_MESSAGES).unwrap_or(100);
     let mut messages = Vec::new();
     // Received and unread, from the writer's unread index (costs the unread set).
@@ -119,14 +278,74 @@ fn inbox(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     {
         let mut m = reads::message_by_id(conn, &e.message)?;
         m["delivered_at"] = json!(e.at);
+        if !fits(&m) {
+            break;
+        }
         messages.push(m);
     }
-    let room = cap.saturating_sub(messages.len());
-    for mut m in msgs::undelivered(conn, b, address, room)? {
+    let left = cap.saturating_sub(messages.len());
+    for mut m in msgs::undelivered(conn, b, address, left)? {
         m["delivered_at"] = Value::Null;
+        if !fits(&m) {
+            break;
+        }
         messages.push(m);
     }
-    Ok(json!({"role": address, "decisions": decisions, "messages": messages}))
+    let mut reply = json!({"role": address, "decisions": decisions, "messages": messages});
+    if more || page.asked() {
+        reply["next"] = match decisions_last(&reply, more) {
+            Some(id) => id,
+            None => Value::Null,
+        };
+    }
+    Ok(reply)
+}
+
+/// The id of the last decision of `reply["decisions"]` when more follow.
+fn decisions_last(reply: &Value, more: bool) -> Option<Value> {
+    if !more {
+        return None;
+    }
+    reply["decisions"]
+        .as_array()
+        .and_then(|d| d.last())
+        .map(|d| d["id"].clone())
+}
+
+/// `decisions {list:'roles', limit?, after?}`: the business's open
+/// decisions routed to a role, oldest first. They pile up with the
+/// business's history, so they are paged (issue 34): at most
+/// [`DECISIONS_PAGE`] (`limit`, 1 to [`DECISIONS_PAGE_MAX`]) after `after`
+/// (a decision id). The whole list when it fits one page and no argument
+/// asked for one, as the spec has it; otherwise `{decisions, next}`, `next`
+/// null on the last page.
+pub fn open_for_roles_page(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
+    let b = caller.business();
+    let conn = core.store.conn();
+    let after = match &page.after {
+        None => i64::MIN,
+        Some(id) => {
+            reads::decision_cursor(conn, b, id)?
+                .ok_or(Code::DecisionNotFound)?
+                .seq
+        }
+    };
+    let limit = page.limit.unwrap_or(DECISIONS_PAGE);
+    let found =
+        reads::open_for_roles(conn, b, after, i64::try_from(limit + 1).unwrap_or(i64::MAX))?;
+    let (decisions, more) = fit(found, limit);
+    if !more && !page.asked() {
+        return Ok(Value::Array(decisions));
+    }
+    let next = if more {
+        decisions
+            .last()
+            .map(|d| d["id"].clone())
+            .unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    Ok(json!({"decisions": decisions, "next": next}))
 }
 
 // --- agents ---------------------------------------------------------------
@@ -211,7 +430,7 @@ fn agent_state(
     } else {
         Value::Null
     };
-    let input_needed = reads::input_needed(conn, b, role)?;
+    let input_needed = reads::input_needed(conn, b, role, INPUT_NEEDED)?;
     let state = if !working.is_null() {
         "working"
     } else if !input_needed.is_empty() {
@@ -246,7 +465,7 @@ impl TrailRecords {
             self.out.push(v);
         }
     }
-    fn extend(&mut self, vs: Vec<Value>) {
+    fn extend(&mut self, vs: impl IntoIterator<Item = Value>) {
         for v in vs {
             self.add(v);
         }
@@ -262,30 +481,66 @@ impl TrailRecords {
     }
 }
 
-/// `trail {subject}`: a task ref, decision id, message id or run id; every
-/// linked record of the caller's business in broker write order. An unknown
-/// subject is an empty list.
+/// `trail {subject, limit?, after?}`: a task ref, decision id, message id
+/// or run id; every linked record of the caller's business in broker write
+/// order. An unknown subject is an empty list. The whole trail when it fits
+/// one page (at most [`TRAIL_PAGE`] records and [`PAGE_BYTES`]), as the spec
+/// has it; a longer one, or any call with `limit` (1 to
+/// [`TRAIL_PAGE_MAX`]) or `after` (the `next` of the page before: the `at`
+/// of its last record), is `{records, next}`, `next` null on the last page.
 pub struct Trail {
     subject: String,
+    page: PageArgs,
 }
 
 impl Verb for Trail {
     fn parse(mut args: Args) -> Result<Self, Code> {
         let subject = args.str("subject", 256)?;
+        let page = PageArgs::take(&mut args, TRAIL_PAGE_MAX)?;
+        if let Some(a) = &page.after {
+            // A cursor is a broker timestamp.
+            crate::store::clock::parse_canonical(a).ok_or(Code::InvalidRequest)?;
+        }
         args.finish()?;
-        Ok(Trail { subject })
+        Ok(Trail { subject, page })
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        trail(core, caller, self.subject)
+        trail(core, caller, self.subject, self.page)
     }
 }
 
-fn trail(core: &mut Core, caller: &Caller, subject: String) -> Result<Value, Code> {
+fn trail(core: &mut Core, caller: &Caller, subject: String, page: PageArgs) -> Result<Value, Code> {
     let b = caller.business();
+    let limit = page.limit.unwrap_or(TRAIL_PAGE);
+    let after = page.after.as_deref();
+    let window = reads::TrailWindow {
+        after,
+        // One more than the page from each source: whether any is left.
+        limit: i64::try_from(limit + 1).unwrap_or(i64::MAX),
+    };
     let mut t = TrailRecords::default();
-    t.extend(reads::trail_records(core.store.conn(), b, &subject)?);
-    Ok(t.finish())
+    t.extend(
+        reads::trail_records(core.store.conn(), b, &subject, window)?
+            .into_iter()
+            .filter(|r| after.is_none_or(|a| r["at"].as_str().is_some_and(|at| at > a))),
+    );
+    let Value::Array(all) = t.finish() else {
+        return Err(Code::StorageUnavailable);
+    };
+    let (records, more) = fit(all, limit);
+    if !more && !page.asked() {
+        return Ok(Value::Array(records));
+    }
+    let next = if more {
+        records
+            .last()
+            .map(|r| r["at"].clone())
+            .unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    Ok(json!({"records": records, "next": next}))
 }
 
 // --- replies and messages -------------------------------------------------

@@ -26,6 +26,13 @@
 //! sealing only at close, the commit-to-seal lag) and the operator's tools
 //! on a store of `--messages` messages (`verify` against a plain `SELECT`
 //! of the same rows, `export`).
+//!
+//! `--instructions` prints the figures noise can't move: instructions per
+//! send (callgrind) and WAL frames per send, for the writer in process and
+//! for the spec minimum (`instructions.rs`).
+
+#[path = "../instructions.rs"]
+mod instructions;
 
 use mosaic_wire::cli;
 use rusqlite::{params, Connection};
@@ -46,6 +53,7 @@ mosaic-bench: the Mosaic bus broker's performance figures, as JSON ratios
 Usage:
   mosaic-bench [--messages N] [--per-client N] [--threads | --seals]
   mosaic-bench --profile N [--clients C]
+  mosaic-bench --instructions
   mosaic-bench --help | --version
 
   --messages N     messages in the full store (default 1000000)
@@ -54,6 +62,9 @@ Usage:
   --seals          sealing's cost to a send, seal lag, verify and export
   --profile N      only boot and make N sends from each of C clients (default
                    1), for a profiler wrapped around the broker
+  --instructions   instructions (callgrind; needs valgrind) and WAL frames per
+                   send, the writer's and the spec minimum's, side by side
+                   (it runs this binary as `--inproc KIND BATCH N [--frames]`)
 
 Runs the mosaic-bus beside it; build release first (docs/performance.md).
 Exit status: 0 with the figures on stdout; 2 with one line on stderr.
@@ -1126,6 +1137,9 @@ const OPTIONS: &[&str] = &[
     "--profile",
     "--clients",
     "--seals",
+    "--instructions",
+    "--inproc",
+    "--frames",
 ];
 
 fn main() -> std::process::ExitCode {
@@ -1151,8 +1165,12 @@ fn bench(all: Vec<std::ffi::OsString>) {
     // Not `env::args`: an argument that is not UTF-8 is a usage error, not
     // a panic.
     let mut args = all.into_iter().map(|a| a.into_string().unwrap_or_default());
+    let mut count_instructions = false;
     while let Some(a) = args.next() {
         match a.as_str() {
+            // The process `--instructions` counts (see `instructions.rs`).
+            "--inproc" => instructions::inproc(args),
+            "--instructions" => count_instructions = true,
             "--messages" => {
                 messages = args
                     .next()
@@ -1182,7 +1200,7 @@ fn bench(all: Vec<std::ffi::OsString>) {
                     .unwrap_or_else(|| die("usage"))
             }
             _ => die(
-                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads] [--seals]",
+                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads] [--seals] [--instructions]",
             ),
         }
     }
@@ -1209,6 +1227,13 @@ fn bench(all: Vec<std::ffi::OsString>) {
         b.close();
         let _ = std::fs::remove_dir_all(&work);
         println!("{}", json!({"profile_sends": one}));
+        return;
+    }
+
+    if count_instructions {
+        let out = instructions::report(&exe);
+        let _ = std::fs::remove_dir_all(&work);
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
 
