@@ -17,13 +17,7 @@ pub mod config;
 pub mod core;
 pub mod credentials;
 pub mod environ;
-/// The refusal codes. `Code` is defined in the std-only wire crate
-/// (`mosaic-wire`, `broker/wire/src/code.rs`) so the client, the shims and
-/// the proof helper share the one list; it is re-exported here so the
-/// broker's call sites keep saying `crate::error::Code`.
-pub mod error {
-    pub use mosaic_wire::code::*;
-}
+pub mod error;
 /// Process hardening lives in the OS crate (`mosaic-os`), shared with the
 /// proof helper and the shims.
 pub use mosaic_os::hardening;
