@@ -5,11 +5,35 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::error::Code;
 use crate::ids;
-use crate::ops::landing::Ticket;
 use crate::store::Store;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// An open landing: who lands what, with which decision, as `checkLand`
+/// found it.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub id: String,
+    pub business: String,
+    pub role: String,
+    pub run: String,
+    /// The thread the landing run serves (`None` for a role run).
+    pub thread: Option<String>,
+    pub task_ref: String,
+    pub decision: String,
+    pub project: String,
+    /// The work ref the task was pushed to.
+    pub git_ref: String,
+    /// The reviewed commit: the task's latest push and the approved verdict's.
+    pub commit: String,
+    /// The approving `review.verdict` event.
+    pub verdict: String,
+    /// The approval option the decision was resolved with.
+    pub option: String,
+    /// `cli` or `broker` (see [`crate::policy::landing::via`]).
+    pub via: &'static str,
+}
 
 /// Who a request speaks for, resolved from its capability or proof.
 #[derive(Debug, Clone, PartialEq, Eq)]

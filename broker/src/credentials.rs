@@ -380,7 +380,7 @@ impl Adapters {
         T: serde::Serialize,
     {
         let service = Service::parse(service).ok_or(Code::InvalidRequest)?;
-        let now = crate::store::clock::now_ms();
+        let now = crate::time::now_ms();
         let out = self.loaded.use_token(key, service, now, callback)?;
         let shown = serde_json::to_value(&out).map_err(|_| Code::ServiceFailed)?;
         self.known.check(&shown)?;

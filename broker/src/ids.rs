@@ -59,7 +59,7 @@ fn random_16() -> [u8; 16] {
 /// is the row's `at` anyway.
 pub fn uuid() -> String {
     let mut b = random_16();
-    let ms = u64::try_from(crate::store::clock::now_ms()).unwrap_or(0);
+    let ms = u64::try_from(crate::time::now_ms()).unwrap_or(0);
     b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
     b[6] = (b[6] & 0x0f) | 0x70;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -112,9 +112,9 @@ mod tests {
         assert_eq!(many.len(), 100);
         assert!(many.iter().all(|u| super::is_uuid(u)));
         // Version 7, RFC variant, and the Unix milliseconds first.
-        let before = crate::store::clock::now_ms();
+        let before = crate::time::now_ms();
         let a = super::uuid();
-        let after = crate::store::clock::now_ms();
+        let after = crate::time::now_ms();
         assert_eq!(&a[14..15], "7");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
         let ms = i64::from_str_radix(&a[..13].replace('-', ""), 16).unwrap();

@@ -32,6 +32,7 @@ pub mod runtime;
 pub mod sealer;
 pub mod server;
 pub mod store;
+pub mod time;
 pub mod tokens;
 pub mod tools;
 pub mod usage;

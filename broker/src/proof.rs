@@ -10,7 +10,6 @@
 use crate::config::BootConfig;
 use crate::core::Caller;
 use crate::error::Code;
-use crate::server::envelope::{Proof, ShimKind};
 use mosaic_proofd::procfs::PeerPin;
 use mosaic_proofd::proof::client::{ProofdClient, ProofdError};
 use mosaic_proofd::proof::Kind;
@@ -18,6 +17,21 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
+
+/// A shim's process proof.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proof {
+    pub pid: i32,
+    pub start_time: u64,
+    pub nonce: String,
+}
+
+/// Which shim a proof comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShimKind {
+    Human,
+    Tester,
+}
 
 /// The helper's side of a check, as the gate needs it.
 pub trait Verifier: Send {

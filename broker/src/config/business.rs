@@ -1,8 +1,8 @@
 //! The normalized business: what the business loader hands the broker.
 
+use super::actions;
 use super::{abs_path, is_id};
 use crate::error::Code;
-use crate::policy::actions;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! Serde shapes live here and nowhere else; the rest of the broker sees the
 //! plain structs these produce.
 
+pub mod actions;
 mod business;
 mod launch;
 pub mod organization;

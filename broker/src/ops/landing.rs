@@ -13,7 +13,7 @@ use super::authority::{code_ok, record_refusal, role_of};
 use super::Fields;
 use crate::authorize::facts;
 use crate::config::Business;
-use crate::core::Core;
+use crate::core::{Core, Ticket};
 use crate::error::Code;
 use crate::ids::{self, is_task_ref};
 use crate::policy::landing::{self as rules, LandAsk, ACTION};
@@ -30,31 +30,6 @@ use serde_json::{json, Map, Value};
 
 /// Longest `detail` a `landRefused` carries.
 pub const DETAIL_MAX: usize = 2000;
-
-/// An open landing: who lands what, with which decision, as `checkLand`
-/// found it.
-#[derive(Debug, Clone)]
-pub struct Ticket {
-    pub id: String,
-    pub business: String,
-    pub role: String,
-    pub run: String,
-    /// The thread the landing run serves (`None` for a role run).
-    pub thread: Option<String>,
-    pub task_ref: String,
-    pub decision: String,
-    pub project: String,
-    /// The work ref the task was pushed to.
-    pub git_ref: String,
-    /// The reviewed commit: the task's latest push and the approved verdict's.
-    pub commit: String,
-    /// The approving `review.verdict` event.
-    pub verdict: String,
-    /// The approval option the decision was resolved with.
-    pub option: String,
-    /// `cli` or `broker` (see [`rules::via`]).
-    pub via: &'static str,
-}
 
 impl Ticket {
     /// The ticket as `checkLand` answers it.

@@ -2,24 +2,12 @@
 //! its args, and the optional id to echo. Unknown keys refuse.
 
 use crate::error::Code;
+/// Defined beside the gate that checks them; re-exported where the envelope
+/// has always carried them.
+pub use crate::proof::{Proof, ShimKind};
 use serde_json::{Map, Value};
 
 use mosaic_wire::int::is_safe_i64;
-
-/// A shim's process proof.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proof {
-    pub pid: i32,
-    pub start_time: u64,
-    pub nonce: String,
-}
-
-/// Which shim a proof comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShimKind {
-    Human,
-    Tester,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {

@@ -1,8 +1,6 @@
 //! The broker's clock: canonical millisecond UTC timestamps that strictly
 //! increase across every row the broker writes, also after a reopen.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// Hands out `YYYY-MM-DDTHH:mm:ss.sssZ` strings, each later than the last.
 #[derive(Debug)]
 pub struct Clock {
@@ -32,13 +30,7 @@ impl Clock {
     }
 }
 
-/// Milliseconds since the Unix epoch by the wall clock.
-pub fn now_ms() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        Err(_) => 0,
-    }
-}
+pub use crate::time::now_ms;
 
 /// Formats epoch milliseconds in the canonical form.
 pub fn format_ms(ms: i64) -> String {

@@ -96,7 +96,7 @@ fn is_key(options: &[(String, String)], v: &str) -> bool {
 ///
 /// A raise that cites the spec (`spec_path` with `spec_commit`, and its
 /// `project`) reads the project's Git repository before it is raised: the
-/// server stages it ([`super::project::is_staged`]), the Git side checks the
+/// server stages it (`verbs::project::is_staged`), the Git side checks the
 /// citation against the current committed spec, and the writer then runs
 /// every usual check again and stores the citation.
 pub struct Raise {
@@ -115,6 +115,24 @@ pub struct Raise {
     choice: Option<String>,
     /// `(spec_path, spec_commit)`, checked whole at parse.
     citation: Option<(String, String)>,
+}
+
+/// A cited spec, as the raise hands it to the Git side.
+pub fn cite_job(
+    core: &Core,
+    business: &str,
+    project: &str,
+    commit: &str,
+) -> Result<crate::project::Job, Code> {
+    let b = core.config.business(business)?;
+    let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
+    Ok(crate::project::Job::new(
+        repo,
+        crate::project::Work::SpecCite {
+            human: b.human.clone(),
+            commit: commit.to_string(),
+        },
+    ))
 }
 
 /// The citation's two keys: absent (or null) both, or both a string, with
@@ -252,7 +270,7 @@ impl Raise {
             return Err(Code::NotHolder);
         }
         let project = self.project.as_deref().ok_or(Code::InvalidSpecCitation)?;
-        super::project::cite_job(core, business_id, project, commit).map(Some)
+        cite_job(core, business_id, project, commit).map(Some)
     }
 
     /// Raises the decision: every check, then one transaction. A cited

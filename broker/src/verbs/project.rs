@@ -121,19 +121,6 @@ pub fn finish(
     }
 }
 
-/// A cited spec, as the raise hands it to the Git side.
-pub fn cite_job(core: &Core, business: &str, project: &str, commit: &str) -> Result<Job, Code> {
-    let b = core.config.business(business)?;
-    let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
-    Ok(Job::new(
-        repo,
-        Work::SpecCite {
-            human: b.human.clone(),
-            commit: commit.to_string(),
-        },
-    ))
-}
-
 /// A staged verb in one go on the writer thread, for in-process dispatch
 /// (tests; the socket never runs Git here): prepare, Git, the receipt.
 pub fn inline(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Value, Code> {
