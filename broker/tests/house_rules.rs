@@ -18,6 +18,10 @@
 //!   read-write lock or condition variable and no `/proc` reader; launch
 //!   sets leave by message (`proof::ProofGate::launch_sink`), start times are
 //!   read by the runtime before a `bindLaunch` reaches the writer.
+//! - No import circle between the modules of any library crate of the
+//!   workspace (file granularity, paths from `crate`, `super`, `self`).
+//! - `rusqlite` is named only under `broker/src/store/` (and the offline
+//!   members), save a list of files that may only shrink.
 //! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
 //!   name `host/` (which parses ops and calls the runtime), and `ops/` never
 //!   names the runtime.
@@ -67,6 +71,7 @@ fn every_module_says_what_it_is() {
     assert!(lacking.is_empty(), "files without a //! line: {lacking:?}");
 }
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -915,5 +920,392 @@ fn the_unsafe_scanner_finds_what_it_should() {
     assert_eq!(
         unsafe_blocks(sample),
         vec![(4, true), (5, false), (10, true), (14, true), (15, false)]
+    );
+}
+
+/// The tokens of lexed code: identifiers (and `::`, braces, commas) as the
+/// module-graph rule needs them; everything else as single characters.
+fn tokens(code: &str) -> Vec<String> {
+    let b: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+                i += 1;
+            }
+            out.push(b[start..i].iter().collect());
+        } else if c == ':' && i + 1 < b.len() && b[i + 1] == ':' {
+            out.push("::".to_string());
+            i += 2;
+        } else {
+            if !c.is_whitespace() {
+                out.push(c.to_string());
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Reads one path tree at `t[*i]` (segments joined by `::`, groups in
+/// braces, `as` renames, `*`) and pushes every full path it names, each
+/// prefixed by `prefix`.
+fn path_tree(t: &[String], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        match t.get(*i).map(String::as_str) {
+            Some("{") => {
+                *i += 1;
+                loop {
+                    match t.get(*i).map(String::as_str) {
+                        None => return,
+                        Some("}") => {
+                            *i += 1;
+                            return;
+                        }
+                        Some(",") => *i += 1,
+                        _ => {
+                            let before = *i;
+                            path_tree(t, i, path.clone(), out);
+                            if *i == before {
+                                *i += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Some(s) if s.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                if s != "self" || path.is_empty() {
+                    path.push(s.to_string());
+                }
+                *i += 1;
+                if t.get(*i).map(String::as_str) == Some("::") {
+                    *i += 1;
+                    continue;
+                }
+                if t.get(*i).map(String::as_str) == Some("as") {
+                    *i += 2;
+                }
+                out.push(path);
+                return;
+            }
+            _ => {
+                out.push(path);
+                return;
+            }
+        }
+    }
+}
+
+/// The module of each source file of a library crate (`src/lib.rs` and the
+/// files it reaches through `mod name;`), as path segments.
+fn lib_modules(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(Vec::<String>::new(), src.join("lib.rs"))];
+    while let Some((module, file)) = stack.pop() {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        let t = tokens(&lex(&text).code);
+        // A child file sits beside `lib.rs`/`mod.rs`, else in a folder named
+        // after its parent's file.
+        let dir = if file.ends_with("lib.rs") || file.ends_with("mod.rs") {
+            file.parent().expect("dir").to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for w in t.windows(3) {
+            if w[0] == "mod" && w[2] == ";" {
+                let mut child = module.clone();
+                child.push(w[1].clone());
+                let flat = dir.join(format!("{}.rs", w[1]));
+                let nested = dir.join(&w[1]).join("mod.rs");
+                stack.push((child, if flat.exists() { flat } else { nested }));
+            }
+        }
+        out.push((module, file));
+    }
+    out.sort();
+    out
+}
+
+/// The module graph of one library crate at file granularity: for each
+/// file's module, the other files' modules its code names through a path
+/// that starts at `crate`, `super` or `self` (in a `use` or anywhere else;
+/// comments and strings do not count). A path resolves to the longest
+/// module that is a file. `mod name;` declares, it is no arrow.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = lib_modules(src);
+    let known: BTreeSet<Vec<String>> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let name = |m: &[String]| {
+        if m.is_empty() {
+            "crate".to_string()
+        } else {
+            m.join("::")
+        }
+    };
+    let mut graph = BTreeMap::new();
+    for (module, file) in &modules {
+        let text = fs::read_to_string(file).expect("read source");
+        let t = tokens(&lex(&text).code);
+        let mut edges = BTreeSet::new();
+        // Inline modules (`mod tests { … }`) shift what `self`/`super` mean.
+        let mut inline: Vec<(String, usize)> = Vec::new();
+        let mut depth = 0usize;
+        let mut i = 0;
+        while i < t.len() {
+            match t[i].as_str() {
+                "{" => {
+                    depth += 1;
+                    if i >= 2 && t[i - 2] == "mod" {
+                        inline.push((t[i - 1].clone(), depth));
+                    }
+                }
+                "}" => {
+                    if inline.last().is_some_and(|(_, d)| *d == depth) {
+                        inline.pop();
+                    }
+                    depth = depth.saturating_sub(1);
+                }
+                s @ ("crate" | "super" | "self")
+                    if t.get(i + 1).map(String::as_str) == Some("::")
+                        && (i == 0 || t[i - 1] != "::") =>
+                {
+                    let mut base: Vec<String> = module.clone();
+                    base.extend(inline.iter().map(|(n, _)| n.clone()));
+                    let mut j = i;
+                    let start = match s {
+                        "crate" => {
+                            j += 2;
+                            Vec::new()
+                        }
+                        "self" => {
+                            j += 2;
+                            base
+                        }
+                        _ => {
+                            while t.get(j).map(String::as_str) == Some("super")
+                                && t.get(j + 1).map(String::as_str) == Some("::")
+                            {
+                                base.pop();
+                                j += 2;
+                            }
+                            base
+                        }
+                    };
+                    let mut paths = Vec::new();
+                    path_tree(&t, &mut j, start, &mut paths);
+                    for p in paths {
+                        let target = (0..=p.len())
+                            .rev()
+                            .map(|k| &p[..k])
+                            .find(|m| known.contains(*m))
+                            .unwrap_or(&[]);
+                        if target != module.as_slice() {
+                            edges.insert(name(target));
+                        }
+                    }
+                    i = j.max(i + 1);
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        graph.insert(name(module), edges);
+    }
+    graph
+}
+
+/// Every import circle of `graph`: its strongly connected components of
+/// more than one module (Tarjan), each as a sorted list.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on.insert(v);
+        let graph = s.graph;
+        for w in graph.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !graph.contains_key(w) {
+                continue;
+            }
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_import_circle_between_modules() {
+    let mut found = Vec::new();
+    for member in members() {
+        let src = root().join(&member).join("src");
+        if !src.join("lib.rs").exists() {
+            continue;
+        }
+        let graph = module_graph(&src);
+        for c in circles(&graph) {
+            let arrows: Vec<String> = c
+                .iter()
+                .flat_map(|m| {
+                    graph[m]
+                        .iter()
+                        .filter(|t| c.contains(t))
+                        .map(move |t| format!("{m} → {t}"))
+                })
+                .collect();
+            found.push(format!("{member}: {}", arrows.join(", ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_module_graph_reads_what_it_should() {
+    let t = tokens(
+        &lex("use crate::a::{b::{self, C}, d as e};\nlet x = super::f::g(1); // crate::z::q\n")
+            .code,
+    );
+    let mut paths = Vec::new();
+    let mut i = 3;
+    path_tree(&t, &mut i, Vec::new(), &mut paths);
+    assert_eq!(
+        paths,
+        [vec!["a", "b"], vec!["a", "b", "C"], vec!["a", "d"]]
+            .map(|p| p.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    );
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(circles(&graph), vec![vec!["a", "b", "c"]]);
+    // The broker's graph is read: the store is below the verbs.
+    let broker = module_graph(&root().join("broker/src"));
+    assert!(broker["verbs::messages"].contains("store::messages"));
+    assert!(broker.contains_key("store::evidence"));
+}
+
+/// Files outside `broker/src/store/` that name `rusqlite` today (issue 32
+/// counted six; the landed tree has these). A ratchet: a file may leave
+/// this list, none may join it. Each is here because it takes the store's
+/// connection or transaction in its own hands until the store offers the
+/// read or write it needs (counted at issue 32: 11 files of the broker and
+/// the benchmark, each naming only `Connection` save the benchmark):
+const RUSQLITE_OUTSIDE_STORE: &[&str] = &[
+    // Writer-side code that passes `&Connection` (a `Tx`/`Sp` deref) on to
+    // the store's functions: the store hands out its connection instead of
+    // the reads and writes themselves.
+    "broker/src/authorize.rs",
+    "broker/src/core.rs",
+    "broker/src/ops/authority.rs",
+    "broker/src/ops/landing.rs",
+    "broker/src/verbs/messages.rs",
+    "broker/src/verbs/reads.rs",
+    "broker/src/verbs/threads.rs",
+    // The seals: the sealer thread, the `seals` host op and the operator's
+    // `verify`/`export` hold their own read-only connections (the store's
+    // and the seals file's) and hand them to `store::seals`.
+    "broker/src/ops/seals.rs",
+    "broker/src/sealer.rs",
+    "broker/src/tools/export.rs",
+    "broker/src/tools/verify.rs",
+    // The benchmark opens the store read-only to measure reads and to
+    // prepare stores; it is no part of the shipped broker.
+    "broker/bench/src/bin/mosaic-bench.rs",
+];
+
+/// `rusqlite` is named only under `broker/src/store/` (the migrator and the
+/// test harness, `SQL_MEMBERS`, are offline or read stores to check them),
+/// plus the shrinking list above.
+#[test]
+fn rusqlite_is_named_only_in_the_store() {
+    let root = root();
+    let mut naming = Vec::new();
+    for member in members() {
+        if SQL_MEMBERS.contains(&member.as_str()) {
+            continue;
+        }
+        for f in rust_files(&root.join(&member).join("src")) {
+            let rel = f
+                .strip_prefix(&root)
+                .expect("under root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if rel.starts_with("broker/src/store/") {
+                continue;
+            }
+            let src = fs::read_to_string(&f).expect("read source");
+            if identifiers(&lex(&src).code).any(|w| w == "rusqlite") {
+                naming.push(rel);
+            }
+        }
+    }
+    let new: Vec<&String> = naming
+        .iter()
+        .filter(|f| !RUSQLITE_OUTSIDE_STORE.contains(&f.as_str()))
+        .collect();
+    let gone: Vec<&&str> = RUSQLITE_OUTSIDE_STORE
+        .iter()
+        .filter(|f| !naming.iter().any(|n| n == *f))
+        .collect();
+    assert!(new.is_empty(), "rusqlite named outside the store: {new:#?}");
+    assert!(
+        gone.is_empty(),
+        "no longer name rusqlite, strike them from RUSQLITE_OUTSIDE_STORE: {gone:#?}"
     );
 }

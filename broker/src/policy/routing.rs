@@ -24,10 +24,14 @@ pub fn definition_of<'a>(business: &'a Business, role: &str) -> Option<&'a str> 
         .map(|(key, r)| r.definition.as_deref().unwrap_or(key))
 }
 
+/// Definitions whose instances only the chief of staff or a human decision
+/// resolved through the CLI may end (3i row 139, Q169).
+pub const END_PROTECTED: &[&str] = &["assistant"];
+
 /// True when `target` is an instance of an END_PROTECTED definition (only
 /// the chief of staff's reason or the human's CLI resolution ends it).
 pub fn end_protected(business: &Business, target: &str) -> bool {
-    super::threads::is_end_protected(business, target)
+    definition_of(business, target).is_some_and(|d| END_PROTECTED.contains(&d))
 }
 
 /// A decision's class.
@@ -117,9 +121,7 @@ pub fn classify(business: &Business, role: &str, action: &str) -> Class {
 /// every class, so it routes to the human (3i row 139, Q169).
 pub fn classify_for(business: &Business, role: &str, action: &str, target: Option<&str>) -> Class {
     match target {
-        Some(t) if action == "role.revoke" && super::threads::is_end_protected(business, t) => {
-            Class::Gated
-        }
+        Some(t) if action == "role.revoke" && end_protected(business, t) => Class::Gated,
         _ => classify(business, role, action),
     }
 }

@@ -10,9 +10,8 @@ use crate::error::Code;
 /// "Schema 3i": the assistant).
 pub const THREAD_DEFINITION: &str = "assistant";
 
-/// Definitions whose instances only the chief of staff or a human decision
-/// resolved through the CLI may end (3i row 139, Q169).
-pub const END_PROTECTED: &[&str] = &["assistant"];
+/// Defined in `policy::routing`, which classifies a revoke of one.
+pub use super::routing::{end_protected as is_end_protected, END_PROTECTED};
 
 /// The longest project or thread name, in characters.
 pub const NAME_MAX: usize = 200;
@@ -20,11 +19,6 @@ pub const NAME_MAX: usize = 200;
 /// True when `role` is an instance of [`THREAD_DEFINITION`].
 pub fn is_thread_instance(business: &Business, role: &str) -> bool {
     super::routing::definition_of(business, role) == Some(THREAD_DEFINITION)
-}
-
-/// True when `role`'s definition is in [`END_PROTECTED`].
-pub fn is_end_protected(business: &Business, role: &str) -> bool {
-    super::routing::definition_of(business, role).is_some_and(|d| END_PROTECTED.contains(&d))
 }
 
 /// The business's one thread instance: `thread-instance-missing` when no
