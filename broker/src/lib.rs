@@ -7,6 +7,8 @@
 //! trusted host's channel; [`runtime`] ties them together; [`client`] and
 //! [`views`] are what other programs link against.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod authorize;
 pub mod budget;
 /// The client and its read views live in `mosaic-client` (no SQLite, no

@@ -3,6 +3,8 @@
 //! Modes: `--host-fd N` (forked by a host), `--control PATH` (systemd or an
 //! operator), `--demo [DIR]` (the shipped example business, for trying it out).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod demo;
 
 use mosaic_bus::error::Code;

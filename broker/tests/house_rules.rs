@@ -20,6 +20,8 @@
 //!   read by the runtime before a `bindLaunch` reaches the writer.
 //! - No import circle between the modules of any library crate of the
 //!   workspace (file granularity, paths from `crate`, `super`, `self`).
+//! - Every crate with `unsafe` code denies `unsafe_op_in_unsafe_fn` at its
+//!   root, so each unsafe operation sits in a block the SAFETY rule sees.
 //! - `rusqlite` is named only under `broker/src/store/` (and the offline
 //!   members), save a list of files that may only shrink.
 //! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
@@ -1003,8 +1005,13 @@ fn path_tree(t: &[String], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec
 /// The module of each source file of a library crate (`src/lib.rs` and the
 /// files it reaches through `mod name;`), as path segments.
 fn lib_modules(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
+    crate_modules(&src.join("lib.rs"))
+}
+
+/// The module of each source file of the crate whose root is `root_file`.
+fn crate_modules(root_file: &Path) -> Vec<(Vec<String>, PathBuf)> {
     let mut out = Vec::new();
-    let mut stack = vec![(Vec::<String>::new(), src.join("lib.rs"))];
+    let mut stack = vec![(Vec::<String>::new(), root_file.to_path_buf())];
     while let Some((module, file)) = stack.pop() {
         let Ok(text) = fs::read_to_string(&file) else {
             continue;
@@ -1012,7 +1019,7 @@ fn lib_modules(src: &Path) -> Vec<(Vec<String>, PathBuf)> {
         let t = tokens(&lex(&text).code);
         // A child file sits beside `lib.rs`/`mod.rs`, else in a folder named
         // after its parent's file.
-        let dir = if file.ends_with("lib.rs") || file.ends_with("mod.rs") {
+        let dir = if module.is_empty() || file.ends_with("mod.rs") {
             file.parent().expect("dir").to_path_buf()
         } else {
             file.with_extension("")
@@ -1308,4 +1315,46 @@ fn rusqlite_is_named_only_in_the_store() {
         gone.is_empty(),
         "no longer name rusqlite, strike them from RUSQLITE_OUTSIDE_STORE: {gone:#?}"
     );
+}
+
+/// Every crate root of the workspace's members (`src/lib.rs`, `src/main.rs`,
+/// `src/bin/*.rs`) whose crate holds `unsafe` code says
+/// `#![deny(unsafe_op_in_unsafe_fn)]`: an `unsafe fn`'s body is then no
+/// unsafe block of its own, so every unsafe operation stands in an
+/// `unsafe {}` block that `every_unsafe_block_has_a_safety_comment` checks.
+#[test]
+fn every_crate_with_unsafe_code_denies_unsafe_ops_in_unsafe_fns() {
+    let root = root();
+    let mut lacking = Vec::new();
+    let mut checked = 0;
+    for member in members() {
+        let src = root.join(&member).join("src");
+        let mut roots = vec![src.join("lib.rs"), src.join("main.rs")];
+        if let Ok(bins) = fs::read_dir(src.join("bin")) {
+            roots.extend(
+                bins.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "rs")),
+            );
+        }
+        for crate_root in roots.into_iter().filter(|p| p.exists()) {
+            let has_unsafe = crate_modules(&crate_root).iter().any(|(_, f)| {
+                let text = fs::read_to_string(f).unwrap_or_default();
+                identifiers(&lex(&text).code).any(|w| w == "unsafe")
+            });
+            if !has_unsafe {
+                continue;
+            }
+            checked += 1;
+            let code: String = lex(&fs::read_to_string(&crate_root).expect("read root"))
+                .code
+                .split_whitespace()
+                .collect();
+            if !code.contains("#![deny(unsafe_op_in_unsafe_fn)]") {
+                lacking.push(crate_root.display().to_string());
+            }
+        }
+    }
+    assert!(checked >= 8, "found only {checked} crates with unsafe code");
+    assert!(lacking.is_empty(), "without the deny: {lacking:#?}");
 }

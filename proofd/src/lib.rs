@@ -8,6 +8,8 @@
 //!
 //! The lease broker is its own crate, `mosaic-leased` (`proofd/leased/`).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod fdstore;
 pub mod proof;
 pub use mosaic_os::{limits, procfs};

@@ -1,6 +1,8 @@
 //! Shared helpers for the workspace's cross-process tests: a private data
 //! root, a real `mosaic-bus` child on a real socketpair, and raw socket I/O.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod fixture;
 pub mod flood;
 pub mod sealcheck;

@@ -132,36 +132,45 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    let real = real_vfs();
-    if real.is_null() {
-        return ffi::SQLITE_CANTOPEN;
-    }
-    let Some(open) = (*real).xOpen else {
-        return ffi::SQLITE_CANTOPEN;
-    };
-    if flags & ffi::SQLITE_OPEN_WAL == 0 {
-        // Not a WAL: the unix file itself, at the start of the allocation.
-        return open(real, name, file, flags, out_flags);
-    }
-    let w = file.cast::<Wrapped>();
-    (*w).base.pMethods = std::ptr::null();
-    (*w).pending = std::ptr::null_mut();
-    let rc = open(real, name, real_file(file), flags, out_flags);
-    if rc != ffi::SQLITE_OK || (*real_file(file)).pMethods.is_null() {
-        return if rc == ffi::SQLITE_OK {
-            ffi::SQLITE_CANTOPEN
-        } else {
-            rc
+    // SAFETY: SQLite calls xOpen with `file` pointing to szOsFile bytes
+    // (REAL_OFFSET plus the unix file's size, set in `register`) and
+    // `name`/`out_flags` valid for the call; `real` is the registered unix
+    // VFS, checked non-null.
+    unsafe {
+        let real = real_vfs();
+        if real.is_null() {
+            return ffi::SQLITE_CANTOPEN;
+        }
+        let Some(open) = (*real).xOpen else {
+            return ffi::SQLITE_CANTOPEN;
         };
+        if flags & ffi::SQLITE_OPEN_WAL == 0 {
+            // Not a WAL: the unix file itself, at the start of the allocation.
+            return open(real, name, file, flags, out_flags);
+        }
+        let w = file.cast::<Wrapped>();
+        (*w).base.pMethods = std::ptr::null();
+        (*w).pending = std::ptr::null_mut();
+        let rc = open(real, name, real_file(file), flags, out_flags);
+        if rc != ffi::SQLITE_OK || (*real_file(file)).pMethods.is_null() {
+            return if rc == ffi::SQLITE_OK {
+                ffi::SQLITE_CANTOPEN
+            } else {
+                rc
+            };
+        }
+        (*w).pending = Box::into_raw(Box::default());
+        (*w).base.pMethods = &METHODS;
+        ffi::SQLITE_OK
     }
-    (*w).pending = Box::into_raw(Box::default());
-    (*w).base.pMethods = &METHODS;
-    ffi::SQLITE_OK
 }
 
 /// The unix file's methods.
 unsafe fn methods(f: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
-    &*(*real_file(f)).pMethods
+    // SAFETY: callers pass a file of this VFS whose unix file at
+    // `real_file(f)` opened successfully (x_open sets our methods only then),
+    // so its `pMethods` points to the unix VFS's static methods.
+    unsafe { &*(*real_file(f)).pMethods }
 }
 
 /// Calls the unix file's method `$m` with `$args`, or answers `$missing`
@@ -187,32 +196,37 @@ macro_rules! flush_then {
 
 /// Writes the pending run, if any; its bytes are dropped either way.
 unsafe fn flush(f: *mut ffi::sqlite3_file) -> c_int {
-    let p = (*f.cast::<Wrapped>()).pending;
-    if p.is_null() || (*p).bytes.is_empty() {
-        return ffi::SQLITE_OK;
-    }
-    let Some(write) = methods(f).xWrite else {
+    // SAFETY: `f` is a file of this VFS (see `methods`), so it starts with a
+    // `Wrapped` whose `pending` is null or the box x_open leaked; only
+    // SQLite's one thread using this file touches it.
+    unsafe {
+        let p = (*f.cast::<Wrapped>()).pending;
+        if p.is_null() || (*p).bytes.is_empty() {
+            return ffi::SQLITE_OK;
+        }
+        let Some(write) = methods(f).xWrite else {
+            (*p).bytes.clear();
+            (*p).commit_next = false;
+            return ffi::SQLITE_IOERR_WRITE;
+        };
+        let mut rc = ffi::SQLITE_OK;
+        let mut offset = (*p).offset;
+        for chunk in (*p).bytes.chunks(MAX_WRITE) {
+            // Both fit: chunks are at most MAX_WRITE bytes.
+            let n = chunk.len() as c_int;
+            rc = write(real_file(f), chunk.as_ptr().cast(), n, offset);
+            if rc != ffi::SQLITE_OK {
+                break;
+            }
+            offset += chunk.len() as i64;
+        }
         (*p).bytes.clear();
         (*p).commit_next = false;
-        return ffi::SQLITE_IOERR_WRITE;
-    };
-    let mut rc = ffi::SQLITE_OK;
-    let mut offset = (*p).offset;
-    for chunk in (*p).bytes.chunks(MAX_WRITE) {
-        // Both fit: chunks are at most MAX_WRITE bytes.
-        let n = chunk.len() as c_int;
-        rc = write(real_file(f), chunk.as_ptr().cast(), n, offset);
-        if rc != ffi::SQLITE_OK {
-            break;
+        if (*p).bytes.capacity() > MAX_PENDING {
+            (*p).bytes.shrink_to(MAX_PENDING);
         }
-        offset += chunk.len() as i64;
+        rc
     }
-    (*p).bytes.clear();
-    (*p).commit_next = false;
-    if (*p).bytes.capacity() > MAX_PENDING {
-        (*p).bytes.shrink_to(MAX_PENDING);
-    }
-    rc
 }
 
 unsafe extern "C" fn x_write(
@@ -221,51 +235,63 @@ unsafe extern "C" fn x_write(
     amt: c_int,
     offset: i64,
 ) -> c_int {
-    let p = (*f.cast::<Wrapped>()).pending;
-    let Ok(n) = usize::try_from(amt) else {
-        return ffi::SQLITE_IOERR_WRITE;
-    };
-    if !p.is_null() && n <= MAX_PENDING {
-        // Whether this is the page of a commit frame whose header came last.
-        let commit_page = (*p).commit_next;
-        let run_end = (*p).offset.checked_add((*p).bytes.len() as i64);
-        let continues = (*p).bytes.is_empty() || run_end == Some(offset);
-        if !(continues && (*p).bytes.len() + n <= MAX_PENDING) {
-            // Not an append to the run (or it would grow too big): the run
-            // goes to the kernel first, and this write starts a new one.
-            let rc = flush(f);
-            if rc != ffi::SQLITE_OK {
-                return rc;
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe {
+        let p = (*f.cast::<Wrapped>()).pending;
+        let Ok(n) = usize::try_from(amt) else {
+            return ffi::SQLITE_IOERR_WRITE;
+        };
+        if !p.is_null() && n <= MAX_PENDING {
+            // Whether this is the page of a commit frame whose header came last.
+            let commit_page = (*p).commit_next;
+            let run_end = (*p).offset.checked_add((*p).bytes.len() as i64);
+            let continues = (*p).bytes.is_empty() || run_end == Some(offset);
+            if !(continues && (*p).bytes.len() + n <= MAX_PENDING) {
+                // Not an append to the run (or it would grow too big): the run
+                // goes to the kernel first, and this write starts a new one.
+                let rc = flush(f);
+                if rc != ffi::SQLITE_OK {
+                    return rc;
+                }
             }
+            if (*p).bytes.is_empty() {
+                (*p).offset = offset;
+            }
+            let bytes = std::slice::from_raw_parts(data.cast::<u8>(), n);
+            (*p).bytes.extend_from_slice(bytes);
+            if commit_page {
+                // The commit frame is complete: it goes to the kernel now.
+                return flush(f);
+            }
+            (*p).commit_next = is_commit_header(bytes);
+            return ffi::SQLITE_OK;
         }
-        if (*p).bytes.is_empty() {
-            (*p).offset = offset;
-        }
-        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), n);
-        (*p).bytes.extend_from_slice(bytes);
-        if commit_page {
-            // The commit frame is complete: it goes to the kernel now.
-            return flush(f);
-        }
-        (*p).commit_next = is_commit_header(bytes);
-        return ffi::SQLITE_OK;
+        flush_then!(f, xWrite(data, amt, offset) or ffi::SQLITE_IOERR_WRITE)
     }
-    flush_then!(f, xWrite(data, amt, offset) or ffi::SQLITE_IOERR_WRITE)
 }
 
 unsafe extern "C" fn x_close(f: *mut ffi::sqlite3_file) -> c_int {
-    let rc = flush(f);
-    let w = f.cast::<Wrapped>();
-    if !(*w).pending.is_null() {
-        drop(Box::from_raw((*w).pending));
-        (*w).pending = std::ptr::null_mut();
-    }
-    let closed = forward!(f, xClose() or ffi::SQLITE_OK);
-    (*w).base.pMethods = std::ptr::null();
-    if rc != ffi::SQLITE_OK {
-        rc
-    } else {
-        closed
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe {
+        let rc = flush(f);
+        let w = f.cast::<Wrapped>();
+        if !(*w).pending.is_null() {
+            drop(Box::from_raw((*w).pending));
+            (*w).pending = std::ptr::null_mut();
+        }
+        let closed = forward!(f, xClose() or ffi::SQLITE_OK);
+        (*w).base.pMethods = std::ptr::null();
+        if rc != ffi::SQLITE_OK {
+            rc
+        } else {
+            closed
+        }
     }
 }
 
@@ -275,37 +301,69 @@ unsafe extern "C" fn x_read(
     amt: c_int,
     offset: i64,
 ) -> c_int {
-    match flush(f) {
-        ffi::SQLITE_OK => forward!(f, xRead(buf, amt, offset) or ffi::SQLITE_IOERR_READ),
-        _ => ffi::SQLITE_IOERR_READ,
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe {
+        match flush(f) {
+            ffi::SQLITE_OK => forward!(f, xRead(buf, amt, offset) or ffi::SQLITE_IOERR_READ),
+            _ => ffi::SQLITE_IOERR_READ,
+        }
     }
 }
 
 unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    flush_then!(f, xTruncate(size) or ffi::SQLITE_IOERR_TRUNCATE)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { flush_then!(f, xTruncate(size) or ffi::SQLITE_IOERR_TRUNCATE) }
 }
 
 unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    flush_then!(f, xSync(flags) or ffi::SQLITE_IOERR_FSYNC)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { flush_then!(f, xSync(flags) or ffi::SQLITE_IOERR_FSYNC) }
 }
 
 unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    flush_then!(f, xFileSize(size) or ffi::SQLITE_IOERR_FSTAT)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { flush_then!(f, xFileSize(size) or ffi::SQLITE_IOERR_FSTAT) }
 }
 
 unsafe extern "C" fn x_lock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    forward!(f, xLock(level) or ffi::SQLITE_OK)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xLock(level) or ffi::SQLITE_OK) }
 }
 
 unsafe extern "C" fn x_unlock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    forward!(f, xUnlock(level) or ffi::SQLITE_OK)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xUnlock(level) or ffi::SQLITE_OK) }
 }
 
 unsafe extern "C" fn x_check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    forward!(f, xCheckReservedLock(out) or {
-        *out = 0;
-        ffi::SQLITE_OK
-    })
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe {
+        forward!(f, xCheckReservedLock(out) or {
+            *out = 0;
+            ffi::SQLITE_OK
+        })
+    }
 }
 
 unsafe extern "C" fn x_file_control(
@@ -313,15 +371,27 @@ unsafe extern "C" fn x_file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
-    flush_then!(f, xFileControl(op, arg) or ffi::SQLITE_NOTFOUND)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { flush_then!(f, xFileControl(op, arg) or ffi::SQLITE_NOTFOUND) }
 }
 
 unsafe extern "C" fn x_sector_size(f: *mut ffi::sqlite3_file) -> c_int {
-    forward!(f, xSectorSize() or 4096)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xSectorSize() or 4096) }
 }
 
 unsafe extern "C" fn x_device_characteristics(f: *mut ffi::sqlite3_file) -> c_int {
-    forward!(f, xDeviceCharacteristics() or 0)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xDeviceCharacteristics() or 0) }
 }
 
 unsafe extern "C" fn x_shm_map(
@@ -331,7 +401,11 @@ unsafe extern "C" fn x_shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    forward!(f, xShmMap(region, size, extend, out) or ffi::SQLITE_IOERR_SHMMAP)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xShmMap(region, size, extend, out) or ffi::SQLITE_IOERR_SHMMAP) }
 }
 
 unsafe extern "C" fn x_shm_lock(
@@ -340,15 +414,27 @@ unsafe extern "C" fn x_shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
-    forward!(f, xShmLock(offset, n, flags) or ffi::SQLITE_IOERR_SHMLOCK)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xShmLock(offset, n, flags) or ffi::SQLITE_IOERR_SHMLOCK) }
 }
 
 unsafe extern "C" fn x_shm_barrier(f: *mut ffi::sqlite3_file) {
-    forward!(f, xShmBarrier() or ())
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xShmBarrier() or ()) }
 }
 
 unsafe extern "C" fn x_shm_unmap(f: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    forward!(f, xShmUnmap(delete) or ffi::SQLITE_OK)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xShmUnmap(delete) or ffi::SQLITE_OK) }
 }
 
 unsafe extern "C" fn x_fetch(
@@ -357,14 +443,24 @@ unsafe extern "C" fn x_fetch(
     amt: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    flush_then!(f, xFetch(offset, amt, out) or {
-        *out = std::ptr::null_mut();
-        ffi::SQLITE_OK
-    })
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe {
+        flush_then!(f, xFetch(offset, amt, out) or {
+            *out = std::ptr::null_mut();
+            ffi::SQLITE_OK
+        })
+    }
 }
 
 unsafe extern "C" fn x_unfetch(f: *mut ffi::sqlite3_file, offset: i64, p: *mut c_void) -> c_int {
-    forward!(f, xUnfetch(offset, p) or ffi::SQLITE_OK)
+    // SAFETY: SQLite calls this method only on a file this VFS opened (x_open
+    // installed METHODS after the unix file opened), so `f` is a live
+    // `Wrapped` followed by the unix file, and the pointer arguments are valid
+    // as the sqlite3_io_methods contract says.
+    unsafe { forward!(f, xUnfetch(offset, p) or ffi::SQLITE_OK) }
 }
 
 /// Version 3 methods: the unix VFS's files have all of them.

@@ -13,6 +13,8 @@
 //! System calls go through `nix`, capability sets through `caps`; the few
 //! raw calls left are the ones neither covers, each with its `SAFETY` line.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod hardening;
 pub mod limits;
 pub mod notify;

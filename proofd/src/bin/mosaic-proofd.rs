@@ -13,6 +13,8 @@
 //! file descriptor store for the broker (see `mosaic_proofd::fdstore`). The
 //! helper then serves until every copy of that end is closed.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use std::io::{BufReader, BufWriter};
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd};
 use std::os::unix::net::UnixStream;

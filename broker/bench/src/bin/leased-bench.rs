@@ -3,6 +3,8 @@
 //! in the same run and directory, a bare write+fsync+rename+dir-fsync loop
 //! (the floor every durable state change pays). Prints one JSON object.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 use mosaic_wire::cli;
 use serde_json::{json, Value};
 use std::io::{Read, Write};

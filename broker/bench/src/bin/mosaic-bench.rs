@@ -31,6 +31,8 @@
 //! send (callgrind) and WAL frames per send, for the writer in process and
 //! for the spec minimum (`instructions.rs`).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 #[path = "../instructions.rs"]
 mod instructions;
 
