@@ -15,9 +15,9 @@ use crate::writer::Writer;
 use serde_json::{json, Map, Value};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// A running broker.
@@ -152,6 +152,7 @@ fn start_locked(
         writer: writer.clone(),
         proof: gate,
         active: AtomicUsize::new(0),
+        idle: tokio::sync::Notify::new(),
         admission: Arc::new(server::admission::Admission::from_limit()),
         readings: Arc::default(),
     });
@@ -466,9 +467,13 @@ impl Runtime {
         if let (Some(rt), Some(server)) = (self.rt.as_ref(), self.server.take()) {
             let _ = rt.block_on(server);
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.ctx.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        // The connections in flight finish (at most 5 s): woken by the last
+        // one to end, no polling.
+        if let Some(rt) = self.rt.as_ref() {
+            let ctx = &self.ctx;
+            let _ = rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), ctx.drained()).await
+            });
         }
         if let Some(rt) = self.rt.take() {
             rt.shutdown_timeout(Duration::from_secs(1));

@@ -34,11 +34,30 @@ pub struct Ctx {
     pub proof: Arc<ProofGate>,
     /// Connections in flight (for an orderly close).
     pub active: AtomicUsize,
+    /// Woken when the last connection in flight ends ([`Ctx::drained`]).
+    pub idle: tokio::sync::Notify,
     /// Bounds open connections by shedding the oldest idle one.
     pub admission: Arc<admission::Admission>,
     /// The runs whose transcript a usage call is reading now: one reading
     /// per run at a time (`crate::usage::shared`).
     pub readings: Arc<crate::usage::shared::Readings>,
+}
+
+impl Ctx {
+    /// Returns once no connection is in flight: waits on [`Ctx::idle`],
+    /// registered before each look at the count so a wake-up between the
+    /// look and the wait is not lost.
+    pub async fn drained(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.active.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
 }
 
 /// Most open connections at which a request offers the writer thread its
@@ -72,7 +91,9 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>, mut shutdown: watch::R
                 let c = ctx.clone();
                 tokio::spawn(async move {
                     handle(stream, &c, ticket).await;
-                    c.active.fetch_sub(1, Ordering::SeqCst);
+                    if c.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        c.idle.notify_waiters();
+                    }
                 });
             }
         }
