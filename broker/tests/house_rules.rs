@@ -1274,6 +1274,7 @@ const RUSQLITE_OUTSIDE_STORE: &[&str] = &[
     // The benchmark opens the store read-only to measure reads and to
     // prepare stores; it is no part of the shipped broker.
     "broker/bench/src/bin/mosaic-bench.rs",
+    "broker/bench/src/instructions.rs",
 ];
 
 /// `rusqlite` is named only under `broker/src/store/` (the migrator and the
