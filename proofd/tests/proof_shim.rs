@@ -171,8 +171,17 @@ fn run_detached_from(
     for (k, v) in env {
         cmd.arg(format!("{k}={v}"));
     }
+    // The shell holds the shim on a FIFO until `setsid` is reaped and the
+    // shell reparented: a proof taken while `setsid` is still exiting sees
+    // the shim's ancestry vanish, which no person's terminal shows.
+    let go = dir.0.join("go");
+    let _ = std::fs::remove_file(&go);
+    let c = std::ffi::CString::new(go.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     cmd.arg("/bin/sh").arg("-c").arg(format!(
-        "exec {} {} < {} > {}.tmp; ",
+        "read _ < {}; exec {} {} < {} > {}.tmp; ",
+        sh_quote(go.to_str().unwrap()),
         sh_quote(exe.to_str().unwrap()),
         sh_quote(sock.to_str().unwrap()),
         sh_quote(req.to_str().unwrap()),
@@ -190,6 +199,7 @@ fn run_detached_from(
         }
     }
     assert!(cmd.status().unwrap().success());
+    release(&go);
     let tmp = dir.0.join("out.json.tmp");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -204,6 +214,27 @@ fn run_detached_from(
         );
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Opens the FIFO `go` for writing once the waiting shell has it open for
+/// reading (for up to 10 s) and writes one line: the shell goes on.
+fn release(go: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut f = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(go)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("the detached shell never opened its FIFO: {e}"),
+        }
+    };
+    f.write_all(b"\n").unwrap();
 }
 
 /// Runs the shim as the test's own child with exactly `env`; returns

@@ -577,8 +577,10 @@ impl ShimSession {
         }
         std::fs::write(&input, req.to_string()).expect("write request");
         let q = |p: &Path| sh_quote(p.to_str().expect("utf-8"));
+        let gate = Gate::new(self.dir.path(), &format!("{i}.go"));
         let script = format!(
-            "/usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
+            "{} /usr/bin/env -i {} {} < {} > {o}.tmp; mv {o}.tmp {o}",
+            gate.wait_line(),
             q(&self.exe),
             q(&self.socket),
             q(&input),
@@ -592,9 +594,69 @@ impl ShimSession {
         // SAFETY: only prctl between fork and exec.
         unsafe { cmd.pre_exec(drop_bounding_set) };
         let mut child = cmd.spawn().expect("spawn the shim");
+        // `setsid -f` exits once it has forked; only when it is reaped is
+        // the shell reparented, and only then may the shim start (a proof
+        // taken while `setsid` is still exiting sees its ancestry vanish).
+        assert!(child.wait().expect("wait for setsid").success());
+        gate.open();
         let reply = wait_file(&out);
-        let _ = child.wait();
         serde_json::from_str(reply.trim()).expect("reply is JSON")
+    }
+}
+
+/// A FIFO a detached shell blocks on (`read _ < FIFO`) before it starts the
+/// shim, so a test can hold the shim until the `setsid` that detached it has
+/// been reaped and the shell reparented, as a person's terminal is long
+/// settled before they type the command.
+pub struct Gate {
+    path: PathBuf,
+}
+
+impl Gate {
+    /// A new FIFO `name` in `dir` (mode 0600); panics when mkfifo fails.
+    pub fn new(dir: &Path, name: &str) -> Gate {
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: mkfifo on a NUL-terminated path.
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(
+            rc,
+            0,
+            "mkfifo {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        Gate { path }
+    }
+
+    /// The shell line that waits for [`Gate::open`] (ends with `;`).
+    pub fn wait_line(&self) -> String {
+        format!("read _ < {};", sh_quote(self.path.to_str().expect("utf-8")))
+    }
+
+    /// Lets the waiting shell go on: opens the FIFO for writing once the
+    /// shell has it open for reading (retrying while it has not got there
+    /// yet, for up to 20 s) and writes one line.
+    pub fn open(self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let end = Instant::now() + Duration::from_secs(20);
+        let mut f = loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.path)
+            {
+                Ok(f) => break f,
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < end => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => panic!("the shell never opened {}: {e}", self.path.display()),
+            }
+        };
+        f.write_all(b"\n").expect("write the gate");
+        drop(f);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

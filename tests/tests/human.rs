@@ -34,8 +34,11 @@ impl Shim<'_> {
         let input = self.dir.join(format!("{tag}.in"));
         let out = self.dir.join(format!("{tag}.out"));
         std::fs::write(&input, req.to_string()).unwrap();
+        // A detached tree waits until `setsid` is reaped (see `Gate`).
+        let gate = detach.then(|| Gate::new(self.dir, &format!("{tag}.go")));
+        let hold = gate.as_ref().map(Gate::wait_line).unwrap_or_default();
         let script = format!(
-            "{pre} /usr/bin/env -i {} {} {} < {} > {}.tmp; echo $? > {}.rc; mv {}.tmp {}",
+            "{hold} {pre} /usr/bin/env -i {} {} {} < {} > {}.tmp; echo $? > {}.rc; mv {}.tmp {}",
             shim_env
                 .iter()
                 .map(|e| sh_quote(e))
@@ -65,6 +68,10 @@ impl Shim<'_> {
         // SAFETY: only prctl between fork and exec.
         unsafe { cmd.pre_exec(drop_bounding_set) };
         let mut child = cmd.spawn().unwrap();
+        if let Some(gate) = gate {
+            assert!(child.wait().unwrap().success());
+            gate.open();
+        }
         let reply = wait_file(&out);
         let _ = child.wait();
         let rc: i32 = wait_file(&PathBuf::from(format!("{}.rc", out.display())))
@@ -169,6 +176,7 @@ fn human_from_a_clean_tree_succeeds_and_refusals_have_their_codes() {
 
     // A shim in its own PID namespace reports a pid the kernel doesn't confirm.
     let ns_out = io.path().join("ns.out");
+    let gate = Gate::new(io.path(), "ns.go");
     let status = Command::new("setsid")
         .args([
             "-f",
@@ -181,7 +189,8 @@ fn human_from_a_clean_tree_succeeds_and_refusals_have_their_codes() {
             "-c",
         ])
         .arg(format!(
-            "echo '{}' | {} {} > {}.tmp; mv {}.tmp {}",
+            "{} echo '{}' | {} {} > {}.tmp; mv {}.tmp {}",
+            gate.wait_line(),
             trail,
             sh_quote(bin("mosaic-human-cli").to_str().unwrap()),
             sh_quote(b.socket.to_str().unwrap()),
@@ -193,6 +202,7 @@ fn human_from_a_clean_tree_succeeds_and_refusals_have_their_codes() {
         .status()
         .unwrap();
     assert!(status.success());
+    gate.open();
     let ns: Value = serde_json::from_str(wait_file(&ns_out).trim()).unwrap();
     assert_eq!(ns["error"], json!("proof-pid"), "inside a PID namespace");
 
