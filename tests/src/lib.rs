@@ -38,6 +38,19 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Fails the test unless it runs as root, saying what root is needed for.
+/// Every test that calls it is `#[ignore = "needs root"]`, so a plain run
+/// lists it as skipped; the README's command (`--run-ignored all`) runs it,
+/// and run so as another user it fails here instead of passing unchecked.
+pub fn require_root(what: &str) {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test needs root to {what}: run it as root (README, \"Test\")"
+    );
+}
+
 /// A private data root, removed on drop.
 pub fn data_root() -> tempfile::TempDir {
     let d = tempfile::Builder::new()

@@ -468,12 +468,9 @@ fn vikunja_and_sync_references_need_a_strict_expires_date() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_file_owned_by_another_user_is_unsafe() {
-    // Only root can give a file away; as anyone else this case can't be set up.
-    // SAFETY: geteuid(2) takes nothing and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
+    require_root("give a file to uid 65534");
     let root = data_root();
     let secrets = data_root();
     let theirs = token_file(secrets.path(), "theirs", GITEA_TOKEN.as_bytes(), 0o600);

@@ -510,10 +510,10 @@ fn every_unit_verifies_and_rates_two_or_lower() {
     let found = std::env::var_os("PATH").is_some_and(|paths| {
         std::env::split_paths(&paths).any(|d| d.join("systemd-analyze").is_file())
     });
-    if !found {
-        eprintln!("skipped: systemd-analyze is not installed");
-        return;
-    }
+    assert!(
+        found,
+        "systemd-analyze is not installed (Debian's systemd package): the units can't be checked"
+    );
     // The README's test command has built the binaries the units name.
     bin("mosaic-bus");
     bin("mosaic-proofd");
@@ -602,13 +602,10 @@ fn a_second_host_connection_while_one_is_connected_gets_host_busy() {
 /// `peer-uid` and closed; it does not take the host's place. Needs root, to
 /// connect as uid 65534.
 #[test]
+#[ignore = "needs root"]
 fn a_control_peer_of_another_user_gets_peer_uid() {
     use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: connecting as another user needs root");
-        return;
-    }
+    require_root("connect as uid 65534");
     let root = data_root();
     let mut c = Control::spawn(&[], &[]);
     assert_eq!(c.next_notify(), "READY=1\nSTATUS=waiting for the host");

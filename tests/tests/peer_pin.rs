@@ -32,15 +32,15 @@ static STEER: Mutex<()> = Mutex::new(());
 
 const NS_LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
 
-/// True when this process may steer pid allocation (root in the initial
-/// user namespace, or CAP_CHECKPOINT_RESTORE). Says so when it may not.
-fn can_steer_pids() -> bool {
-    let now = std::fs::read_to_string(NS_LAST_PID).unwrap_or_default();
-    let ok = std::fs::write(NS_LAST_PID, now.trim()).is_ok();
-    if !ok {
-        println!("skipped: steering the next pid needs root ({NS_LAST_PID} is not writable)");
+/// Fails the test unless this process may steer pid allocation (root in
+/// the initial user namespace, or CAP_CHECKPOINT_RESTORE). The tests that
+/// steer are `#[ignore = "needs root"]`.
+fn require_pid_steering() {
+    require_root("steer the next pid");
+    let now = std::fs::read_to_string(NS_LAST_PID).expect("read ns_last_pid");
+    if let Err(e) = std::fs::write(NS_LAST_PID, now.trim()) {
+        panic!("steering the next pid needs {NS_LAST_PID} writable (root in the initial user namespace): {e}");
     }
-    ok
 }
 
 /// Makes the next pid the kernel hands out `pid` (unless something else
@@ -186,14 +186,33 @@ fn reply(text: &str) -> Value {
 
 /// The real human shim, detached with a clean environment (the tree a human
 /// at a terminal has; `setsid -f env -i`), reading `req` from a file and
-/// talking to `socket`. Returns its reply once it exits.
+/// talking to `socket`. Returns its reply once it exits. The detached shell
+/// holds the shim on a [`Gate`] until `setsid` is reaped, so the proof never
+/// walks an ancestry whose `setsid` is still exiting.
 fn human_shim(dir: &Path, socket: &Path, req: &Value) -> Value {
     let input = dir.join("req.json");
     let out = dir.join("reply.json");
     std::fs::write(&input, req.to_string()).unwrap();
     let _ = std::fs::remove_file(&out);
-    let mut child = spawn_detached_shim(socket, &input, &out);
-    let _ = child.wait();
+    let gate = Gate::new(dir, "shim.go");
+    let q = |p: &Path| sh_quote(p.to_str().unwrap());
+    let script = format!(
+        "{} exec {} {} < {} > {}",
+        gate.wait_line(),
+        q(&bin("mosaic-human-cli")),
+        q(socket),
+        q(&input),
+        q(&out)
+    );
+    let mut cmd = Command::new("setsid");
+    cmd.args(["-f", "/usr/bin/env", "-i", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only prctl between fork and exec.
+    unsafe { cmd.pre_exec(drop_bounding_set) };
+    assert!(cmd.spawn().expect("setsid").wait().unwrap().success());
+    gate.open();
     let end = Instant::now() + Duration::from_secs(20);
     loop {
         let text = std::fs::read_to_string(&out).unwrap_or_default();
@@ -202,22 +221,6 @@ fn human_shim(dir: &Path, socket: &Path, req: &Value) -> Value {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// `setsid -f /usr/bin/env -i mosaic-human-cli SOCKET < input > out`: the
-/// shim runs in `setsid`'s forked child, so its pid is the one after
-/// `setsid`'s own.
-fn spawn_detached_shim(socket: &Path, input: &Path, out: &Path) -> Child {
-    let mut cmd = Command::new("setsid");
-    cmd.args(["-f", "/usr/bin/env", "-i"])
-        .arg(bin("mosaic-human-cli"))
-        .arg(socket)
-        .stdin(std::fs::File::open(input).unwrap())
-        .stdout(std::fs::File::create(out).unwrap())
-        .stderr(Stdio::null());
-    // SAFETY: only prctl between fork and exec.
-    unsafe { cmd.pre_exec(drop_bounding_set) };
-    cmd.spawn().expect("setsid")
 }
 
 fn trail() -> Value {
@@ -386,10 +389,9 @@ fn peer_pid(s: &UnixStream) -> i32 {
 /// connector has exited and whose pid the shim now has, is refused
 /// `proof-start-time`; the same shim's own request is served.
 #[test]
+#[ignore = "needs root"]
 fn a_recycled_pid_is_refused_with_and_without_so_peerpidfd() {
-    if !can_steer_pids() {
-        return;
-    }
+    require_pid_steering();
     let _one = STEER.lock().unwrap_or_else(|e| e.into_inner());
     let io = tempfile::tempdir().unwrap();
     let mut perm = std::fs::metadata(io.path()).unwrap().permissions();
@@ -581,23 +583,26 @@ impl Drop for Anchor {
     }
 }
 
-/// The lease broker on the same kernels: without SO_PEERPIDFD an anchor
-/// registers and its descendants authenticate; a stranger's connection
-/// whose pid passes to one of the anchor's descendants after the pin is
-/// refused `ancestry-changed`; with no pidfd at all every request refuses
-/// `peer-pin-unsupported`.
+/// The lease broker on a kernel with no pidfd at all can't pin a peer:
+/// every request refuses `peer-pin-unsupported` (the pin itself, on the
+/// other kernels, is the next test's).
 #[test]
-fn the_lease_broker_pins_its_peer_on_every_kernel() {
+fn the_lease_broker_refuses_every_peer_where_no_pidfd_pins_it() {
     let d = Leased::start(Some(OldKernel::NoPidfd));
     assert_eq!(
         d.request(&json!({"action": "register_anchor", "runtime_generation": 0})),
         json!({"ok": false, "code": "peer-pin-unsupported"})
     );
     drop(d);
+}
 
-    if !can_steer_pids() {
-        return;
-    }
+/// The lease broker's pin, without SO_PEERPIDFD and on this kernel: an
+/// anchor registers; a stranger's connection whose pid passes to one of the
+/// anchor's descendants after the pin is refused `ancestry-changed`.
+#[test]
+#[ignore = "needs root"]
+fn the_lease_broker_refuses_a_recycled_peer_pid_on_every_kernel() {
+    require_pid_steering();
     let _one = STEER.lock().unwrap_or_else(|e| e.into_inner());
     for kernel in [Some(OldKernel::NoPeerPidfd), None] {
         let d = Leased::start(kernel);

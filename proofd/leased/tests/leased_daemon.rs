@@ -217,7 +217,12 @@ struct Daemon {
 }
 
 fn daemon_command(sock: &Path, state: &Path, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(BIN);
+    daemon_command_of(Path::new(BIN), sock, state, env)
+}
+
+/// [`daemon_command`] running the daemon at `bin`.
+fn daemon_command_of(bin: &Path, sock: &Path, state: &Path, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.arg("--socket")
         .arg(sock)
         .arg("--state")
@@ -318,15 +323,16 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// True when the test runs as root; otherwise says the test is skipped
-/// and why (`needs root to …`).
-fn root_or_skip(why: &str) -> bool {
+/// Fails the test unless it runs as root, saying what for. Every test that
+/// calls it is `#[ignore = "needs root"]`: a plain run lists it as skipped,
+/// the README's command (`--run-ignored all`) runs it.
+fn require_root(why: &str) {
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        println!("skipped: needs root to {why}");
-    }
-    root
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test needs root to {why}: run it as root (README, \"Test\")"
+    );
 }
 
 /// A private directory owned by the unprivileged user 65534 (needs root).
@@ -334,6 +340,30 @@ fn nobody_dir() -> TempDir {
     let dir = TempDir::new();
     std::os::unix::fs::chown(&dir.0, Some(NOBODY), Some(NOBODY)).unwrap();
     dir
+}
+
+/// A copy of the daemon user 65534 may run, in a directory of its own (0755,
+/// removed on drop): the build's own may sit under a directory only its
+/// owner may enter (a checkout in a 0700 home), where that user's exec
+/// fails.
+struct NobodyBin(TempDir);
+
+impl NobodyBin {
+    fn new() -> NobodyBin {
+        let dir = TempDir::new();
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(BIN, dir.path("mosaic-leased")).unwrap();
+        std::fs::set_permissions(
+            dir.path("mosaic-leased"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        NobodyBin(dir)
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.path("mosaic-leased")
+    }
 }
 
 /// Wait for a daemon that should refuse to start: (exit code, stderr).
@@ -1134,13 +1164,6 @@ fn startup_refusals() {
     );
     write_state(&state, &big, 0o600);
     assert_eq!(startup_code(&dir, &state), "state-too-large");
-
-    // SAFETY: geteuid(2) takes nothing and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        write_state(&state, &valid_state(&[]).to_string(), 0o600);
-        std::os::unix::fs::chown(&state, Some(NOBODY), None).unwrap();
-        assert_eq!(startup_code(&dir, &state), "state-owner");
-    }
     std::fs::remove_file(&state).unwrap();
 
     // Socket path taken by a regular file; bad command lines.
@@ -1214,6 +1237,28 @@ fn anchor_gone_peer_gone_and_ancestry_changed() {
     assert_eq!(code(&a.req(mint(&sid_b, 0, 1))), "anchor-gone");
 }
 
+/// A state file another user owns is refused `state-owner` at startup.
+/// Needs root, to give the file away.
+#[test]
+#[ignore = "needs root"]
+fn a_state_file_of_another_user_is_state_owner() {
+    require_root("give the state file to uid 65534");
+    let dir = TempDir::new();
+    let state = dir.path("state.json");
+    write_state(&state, &valid_state(&[]).to_string(), 0o600);
+    std::os::unix::fs::chown(&state, Some(NOBODY), None).unwrap();
+    assert_eq!(startup_code(&dir, &state), "state-owner");
+    // The file stays as it was, and is still its owner's.
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        valid_state(&[]).to_string()
+    );
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&state).unwrap()),
+        NOBODY
+    );
+}
+
 /// A peer the daemon's PID namespace can't see has no PID there (SO_PEERCRED
 /// reports 0): it can be neither anchor nor descendant, so every request
 /// refuses `peer-unidentified`. The daemon runs as PID 1 of its own PID
@@ -1226,10 +1271,10 @@ fn a_peer_outside_the_daemons_pid_namespace_is_unidentified() {
     let probe = Command::new("unshare")
         .args(["--user", "--map-root-user", "--pid", "--fork", "true"])
         .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        println!("skipped: unshare --user --pid is not available here");
-        return;
-    }
+    assert!(
+        probe.is_ok_and(|s| s.success()),
+        "unshare --user --map-root-user --pid is not permitted here: this case needs a PID namespace"
+    );
     let mut child = Command::new("unshare")
         .args([
             "--user",
@@ -1374,23 +1419,21 @@ fn a_second_daemon_on_the_same_state_refuses_and_leaves_the_first_serving() {
 }
 
 /// Spawns the daemon with `setup` run in the child between fork and exec
-/// (async-signal-safe syscalls only) and waits for its socket. `None` when
-/// the daemon exits before listening (the environment refused the setup).
+/// (async-signal-safe syscalls only) and waits for its socket. A setup the
+/// environment refuses fails the test.
 fn spawn_daemon_in(
+    bin: &Path,
     dir: &TempDir,
     setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
-) -> Option<Daemon> {
+) -> Daemon {
     use std::os::unix::process::CommandExt;
     let sock = dir.path("leased.sock");
-    let mut cmd = daemon_command(&sock, &dir.path("state.json"), &[]);
+    let mut cmd = daemon_command_of(bin, &sock, &dir.path("state.json"), &[]);
     // SAFETY: `setup` makes plain syscalls on memory prepared before fork.
     unsafe { cmd.pre_exec(setup) };
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => {
-            println!("skipped: the test setup failed in the child: {e}");
-            return None;
-        }
+        Err(e) => panic!("the test setup failed in the child: {e}"),
     };
     let until = Instant::now() + Duration::from_secs(10);
     while UnixStream::connect(&sock).is_err() {
@@ -1402,10 +1445,10 @@ fn spawn_daemon_in(
         assert!(Instant::now() < until, "daemon did not start");
         std::thread::sleep(Duration::from_millis(10));
     }
-    Some(Daemon {
+    Daemon {
         child: Some(child),
         sock,
-    })
+    }
 }
 
 fn check(rc: libc::c_int) -> std::io::Result<()> {
@@ -1430,23 +1473,21 @@ fn become_nobody() -> std::io::Result<()> {
 }
 
 /// Runs the daemon with `setup` run in the child between fork and exec
-/// (async-signal-safe syscalls only), expecting a startup refusal. `None`
-/// when the environment refused the setup.
+/// (async-signal-safe syscalls only), expecting a startup refusal. A setup
+/// the environment refuses fails the test.
 fn refused_start_in(
+    bin: &Path,
     sock: &Path,
     state: &Path,
     setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
-) -> Option<(Option<i32>, String)> {
+) -> (Option<i32>, String) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = daemon_command(sock, state, &[]);
+    let mut cmd = daemon_command_of(bin, sock, state, &[]);
     // SAFETY: `setup` makes plain syscalls on memory prepared before fork.
     unsafe { cmd.pre_exec(setup) };
     match cmd.spawn() {
-        Ok(child) => Some(wait_refused(child)),
-        Err(e) => {
-            println!("skipped: the test setup failed in the child: {e}");
-            None
-        }
+        Ok(child) => wait_refused(child),
+        Err(e) => panic!("the test setup failed in the child: {e}"),
     }
 }
 
@@ -1471,12 +1512,11 @@ fn private_mounts() -> std::io::Result<()> {
 /// identified by SO_PEERCRED and pinned, but its `/proc/<pid>/stat` answers
 /// EPERM: not a vanished process, so the refusal is `proc-unreadable`, both
 /// when it registers and on the walk of an existing session. Needs root (to
-/// mount procfs and change user); skipped otherwise.
+/// mount procfs and change user).
 #[test]
+#[ignore = "needs root"]
 fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
-    if !root_or_skip("mount procfs hidepid=1 and run the daemon as 65534") {
-        return;
-    }
+    require_root("mount procfs hidepid=1 and run the daemon as 65534");
     use std::os::unix::process::CommandExt;
     let dir = nobody_dir();
     // A live anchor the daemon can read: a process of the daemon's user,
@@ -1502,7 +1542,8 @@ fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
     write_state(&state_path, &state.to_string(), 0o600);
     std::os::unix::fs::chown(&state_path, Some(NOBODY), Some(NOBODY)).unwrap();
 
-    let d = spawn_daemon_in(&dir, move || {
+    let nobody_bin = NobodyBin::new();
+    let d = spawn_daemon_in(&nobody_bin.path(), &dir, move || {
         private_mounts()?;
         // SAFETY: plain syscalls with static NUL-terminated strings.
         unsafe {
@@ -1516,11 +1557,6 @@ fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
         }
         become_nobody()
     });
-    let Some(d) = d else {
-        let _ = anchor.kill();
-        let _ = anchor.wait();
-        return;
-    };
     // The host's /proc is untouched (the mount is private to the daemon).
     assert!(std::fs::read_to_string("/proc/1/stat").is_ok());
 
@@ -1582,21 +1618,17 @@ fn deny_getrandom() -> std::io::Result<()> {
 /// makes `getrandom(2)` fail with ENOSYS and an empty tmpfs over `/dev` (in
 /// the daemon's own mount namespace) removes the `/dev/urandom` fallback, so
 /// no session id can be minted: `register_anchor` answers `internal`, writes
-/// nothing, and the daemon keeps serving. Needs root for the mount; skipped
-/// otherwise.
+/// nothing, and the daemon keeps serving. Needs root for the mount; the
+/// seccomp filter is written for x86_64 and aarch64 (elsewhere the test is
+/// not built).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[test]
+#[ignore = "needs root"]
 fn no_os_randomness_is_internal_and_changes_nothing() {
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        println!("skipped: the seccomp filter is written for x86_64 and aarch64");
-    }
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    {
-        if !root_or_skip("mount a tmpfs over /dev") {
-            return;
-        }
+        require_root("mount a tmpfs over /dev");
         let dir = TempDir::new();
-        let Some(d) = spawn_daemon_in(&dir, || {
+        let d = spawn_daemon_in(Path::new(BIN), &dir, || {
             private_mounts()?;
             // SAFETY: plain syscalls with static NUL-terminated strings.
             unsafe {
@@ -1609,9 +1641,7 @@ fn no_os_randomness_is_internal_and_changes_nothing() {
                 ))?;
             }
             deny_getrandom()
-        }) else {
-            return;
-        };
+        });
         let mut a = Agent::spawn(&dir, &d.sock);
         assert_eq!(code(&a.req(register(0))), "internal");
         assert_eq!(code(&req(&d.sock, &register(3))), "internal");
@@ -1671,33 +1701,35 @@ fn a_state_path_that_cannot_be_opened_is_state_unreadable() {
 /// path; reading it at offset 0 (never mapped) fails with EIO. Only the
 /// lock file is created beside the state (before the read, as documented);
 /// the state file is unchanged and no socket is bound. Needs root for the
-/// mount; skipped otherwise.
+/// mount.
 #[test]
+#[ignore = "needs root"]
 fn a_state_file_that_opens_but_cannot_be_read_is_state_unreadable() {
-    if !root_or_skip("bind-mount over the state file") {
-        return;
-    }
+    require_root("bind-mount over the state file");
     use std::os::unix::ffi::OsStrExt;
     let dir = TempDir::new();
     let state = dir.path("state.json");
     let text = valid_state(&[(10, 5)]).to_string();
     write_state(&state, &text, 0o600);
     let target = std::ffi::CString::new(state.as_os_str().as_bytes()).unwrap();
-    let Some(got) = refused_start_in(&dir.path("leased.sock"), &state, move || {
-        private_mounts()?;
-        // SAFETY: plain syscalls with NUL-terminated strings made before fork.
-        unsafe {
-            check(libc::mount(
-                c"/proc/self/mem".as_ptr(),
-                target.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            ))
-        }
-    }) else {
-        return;
-    };
+    let got = refused_start_in(
+        Path::new(BIN),
+        &dir.path("leased.sock"),
+        &state,
+        move || {
+            private_mounts()?;
+            // SAFETY: plain syscalls with NUL-terminated strings made before fork.
+            unsafe {
+                check(libc::mount(
+                    c"/proc/self/mem".as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))
+            }
+        },
+    );
     assert_eq!(got, refusal("state-unreadable"));
     assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
     assert_eq!(listing(&dir.0), ["state.json", "state.json.lock"]);
@@ -1744,12 +1776,12 @@ fn a_socket_path_that_cannot_be_bound_is_socket_bind_failed() {
 /// directory: it runs as 65534 (its state directory and state are its own)
 /// and the socket directory is root's, 0755. A free path fails to bind
 /// (EACCES); a stale socket there cannot be unlinked, so it is not replaced
-/// and stays as it was. Needs root to change user; skipped otherwise.
+/// and stays as it was. Needs root to change user.
 #[test]
+#[ignore = "needs root"]
 fn a_socket_directory_the_daemon_may_not_write_is_socket_bind_failed() {
-    if !root_or_skip("run the daemon as 65534") {
-        return;
-    }
+    require_root("run the daemon as 65534");
+    let nobody_bin = NobodyBin::new();
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let dir = nobody_dir();
     let state = dir.path("state.json");
@@ -1761,18 +1793,14 @@ fn a_socket_directory_the_daemon_may_not_write_is_socket_bind_failed() {
     std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let sock = sock_dir.join("leased.sock");
 
-    let Some(got) = refused_start_in(&sock, &state, become_nobody) else {
-        return;
-    };
+    let got = refused_start_in(&nobody_bin.path(), &sock, &state, become_nobody);
     assert_eq!(got, refusal("socket-bind-failed"));
     assert!(listing(&sock_dir).is_empty());
 
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
     let stale = std::fs::symlink_metadata(&sock).unwrap();
     assert!(stale.file_type().is_socket());
-    let Some(got) = refused_start_in(&sock, &state, become_nobody) else {
-        return;
-    };
+    let got = refused_start_in(&nobody_bin.path(), &sock, &state, become_nobody);
     assert_eq!(got, refusal("socket-bind-failed"));
     let after = std::fs::symlink_metadata(&sock).unwrap();
     assert!(after.file_type().is_socket());
