@@ -440,16 +440,23 @@ fn a_failed_transaction_leaves_the_approval_unspent() {
         ),
         Err(Code::DecisionConsumed)
     );
-    // The store itself refuses a second use written past the broker's check.
+    // The store itself refuses a second use written past the broker's check:
+    // its trigger aborts with `append-only`, which the broker answers as
+    // `storage-unavailable` (no client code names a broken store rule).
+    let mut raised = String::new();
     let direct = e.core().store.write(|t| {
         let at = t.now();
         t.tx.execute(
             "INSERT INTO decision_events(decision, kind, by, run, at) VALUES (?1, 'consumed', 'dev-1', 'dev-1', ?2)",
             [id.as_str(), at.as_str()],
         )
-        .map_err(|e| mosaic_bus::store::map_sql_error(&e))
+        .map_err(|e| {
+            raised = e.to_string();
+            mosaic_bus::store::map_sql_error(&e)
+        })
     });
-    assert!(direct.is_err());
+    assert_eq!(direct, Err(Code::StorageUnavailable));
+    assert_eq!(raised, "append-only");
     let consumed: i64 = e.one(
         "SELECT count(*) FROM decision_events WHERE decision = ?1 AND kind = 'consumed'",
         &id,

@@ -5,7 +5,8 @@
 //! - The README lists every refusal code; the code tables of `README.md`
 //!   ("Refusal codes") and `docs/operations.md` ("Codes") list exactly the
 //!   codes of `broker/src/error.rs`, each once.
-//! - `.ci/run` runs exactly the README's test command.
+//! - `.ci/run` runs exactly the README's test command, and that command runs
+//!   every test (ignored ones too) under nextest's per-test timeout.
 //! - `docs/architecture.md` names every source file of every crate, in
 //!   that crate's section.
 //! - Every source file starts with a `//!` doc line.
@@ -669,10 +670,19 @@ fn ci_runs_the_readme_test_command() {
         "cargo fmt --all --check",
         "cargo clippy --all-targets",
         "-D warnings",
-        "cargo test --workspace",
+        "cargo nextest run --workspace --run-ignored all",
+        "cargo test --workspace --doc",
     ] {
         assert!(command.contains(step), "the test command runs {step}");
     }
+    // nextest runs under a per-test timeout: a test that spins fails.
+    let nextest = fs::read_to_string(root().join(".config/nextest.toml")).expect("nextest.toml");
+    assert!(
+        nextest
+            .lines()
+            .any(|l| l.starts_with("slow-timeout") && l.contains("terminate-after")),
+        ".config/nextest.toml gives the default profile a slow-timeout with terminate-after"
+    );
 }
 
 /// The text of `doc`'s section whose `### ` heading starts with `heading`,

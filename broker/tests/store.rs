@@ -963,7 +963,14 @@ fn cursors_move_forward_and_a_revoke_needs_a_resolved_decision_or_a_reason() {
     }
     cursor(3, 11).unwrap();
     cursor(4, 1).unwrap();
-    assert!(cursor(5, 0).is_err(), "an ID is positive");
+    // An ID is positive: the column's CHECK refuses 0.
+    let r = cursor(5, 0);
+    assert!(
+        matches!(&r, Err(rusqlite::Error::SqliteFailure(f, Some(m)))
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_CHECK
+                && m.contains("last_comment > 0")),
+        "{r:?}"
+    );
 
     c.execute(
         "INSERT INTO role_claims(business, role, run, op, by, at)

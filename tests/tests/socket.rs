@@ -5,7 +5,7 @@ use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn refusal(code: &str) -> Value {
     json!({"ok": false, "error": code})
@@ -127,15 +127,13 @@ fn framing_rules() {
 fn a_slow_client_times_out_and_a_delayed_second_frame_is_not_read() {
     let root = data_root();
     let b = Broker::start(root.path());
-    // Half a frame, then silence: refused after the 5 s deadline.
-    let start = Instant::now();
+    // Half a frame, then silence: refused at the 5 s deadline, with the
+    // deadline's own code.
     let mut s = UnixStream::connect(&b.socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     s.write_all(b"{\"cap\":").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    let waited = start.elapsed();
-    assert!(waited >= Duration::from_millis(4500), "{waited:?}");
     assert_eq!(
         serde_json::from_str::<Value>(out.trim()).unwrap(),
         refusal("request-timeout")
@@ -230,7 +228,31 @@ fn fuzzed_frames_never_crash_or_hang_the_broker() {
         let r = raw_request(&b.socket, &frame);
         if r.is_object() {
             answered += 1;
-            assert!(r["ok"].is_boolean(), "{r}");
+            if r["ok"] == json!(true) {
+                continue;
+            }
+            assert_eq!(r["ok"], json!(false), "{r}");
+            let code = r["error"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a refusal without a code: {r}"));
+            assert!(
+                mosaic_bus::Code::parse(code).is_some(),
+                "{code} is not a code of the bus (frame {i}): {r}"
+            );
+            // The classes whose refusal the frame alone decides. A flipped
+            // byte (2) may still be a request, refused for what it asks.
+            let expected = match i % 6 {
+                // Not one JSON object: random bytes (or several lines),
+                // truncated JSON, nesting past any request, a frame ended by
+                // EOF instead of a newline.
+                0 | 1 | 3 | 4 => Some("invalid-request"),
+                // Past the 64 KiB frame cap, and no save verb.
+                5 => Some("request-too-large"),
+                _ => None,
+            };
+            if let Some(want) = expected {
+                assert_eq!(code, want, "frame {i} (class {}): {r}", i % 6);
+            }
         }
     }
     assert_eq!(answered, sent, "every frame got a reply");
@@ -328,9 +350,11 @@ fn claim_release_emit_and_trail() {
         b.call(&reader, "event.emit", emit.clone()),
         refusal("read-only")
     );
-    // Spec verbs not built yet answer a static code.
-    let r = b.call(&pm1, "decisions", json!({"list": "roles"}));
-    assert!(r["ok"] == json!(false) && r["error"].is_string(), "{r}");
+    // `decisions` is for human and reader sessions: a role's is refused.
+    assert_eq!(
+        b.call(&pm1, "decisions", json!({"list": "roles"})),
+        refusal("human-required")
+    );
 
     // Release, then the other run may claim.
     assert_eq!(b.call(&pm1, "role.release", Value::Null)["ok"], json!(true));
