@@ -443,7 +443,16 @@ fn a_pid_from_another_pid_namespace_does_not_prove_anything() {
     let exe = dir.shim_copy("a");
     let n = nonce();
     let mut outer = Command::new("unshare")
-        .args(["-p", "-f", "--mount-proc", "/usr/bin/env", "-i"])
+        // --kill-child: the namespace ends with `unshare` (killed below),
+        // so the stand-in outlives the test by nothing.
+        .args([
+            "-p",
+            "-f",
+            "--kill-child",
+            "--mount-proc",
+            "/usr/bin/env",
+            "-i",
+        ])
         .arg(format!("{HUMAN_NONCE_VAR}={n}"))
         .arg(&exe)
         .arg("30")
