@@ -1,4 +1,4 @@
-//! Issue 23 reviewed from the outside (3i rows 140 and 141, L74, L77, L79,
+//! Sequences across verbs (issue 23's behaviour review; 3i rows 140 and 141, L74, L77, L79,
 //! L80, L214, L216): the sequences the per-verb tests (`names.rs`,
 //! `staff.rs`, `organization.rs`) leave out, through the real broker, the
 //! real shim and the real store. Names per business, lists and launch
