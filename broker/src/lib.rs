@@ -2,8 +2,9 @@
 //!
 //! Start at `docs/architecture.md` for the map. In short:
 //! [`config`] validates what the host hands over; [`store`] owns the SQLite
-//! file; [`policy`] is pure rules; [`verbs`] are the socket verbs, one module
-//! per family; [`server`] is framing, envelope and dispatch; [`host`] is the
+//! file; [`policy`] is pure rules; [`handlers`] is the one request model
+//! (the table of every socket verb and host op, their handlers, the one
+//! dispatch); [`server`] is framing, envelope and the staged path; [`host`] is the
 //! trusted host's channel; [`runtime`] ties them together; [`client`] and
 //! [`views`] are what other programs link against.
 
@@ -23,9 +24,10 @@ pub mod error;
 /// Process hardening lives in the OS crate (`mosaic-os`), shared with the
 /// proof helper and the shims.
 pub use mosaic_os::hardening;
+pub mod handlers;
 pub mod host;
 pub mod ids;
-pub mod ops;
+
 pub mod organization;
 pub mod policy;
 pub mod project;
@@ -38,7 +40,7 @@ pub mod time;
 pub mod tokens;
 pub mod tools;
 pub mod usage;
-pub mod verbs;
+
 pub mod writer;
 
 pub use client::{BusError, Client};

@@ -459,7 +459,7 @@ fn every_message_is_written_through_one_path() {
             found.extend(code_mentions(&f, needle));
         }
     }
-    let post = src.join("verbs/messages.rs").display().to_string();
+    let post = src.join("handlers/verbs/messages.rs").display().to_string();
     let (ours, others): (Vec<String>, Vec<String>) =
         found.into_iter().partition(|l| l.starts_with(&post));
     assert!(others.is_empty(), "{}", others.join("\n"));
@@ -541,7 +541,7 @@ fn docs_name_only_source_files_that_exist() {
 fn host_and_the_runtime_do_not_import_each_other() {
     let src = root().join("broker/src");
     let mut found = code_mentions(&src.join("runtime.rs"), "crate::host");
-    for f in rust_files(&src.join("ops")) {
+    for f in rust_files(&src.join("handlers/ops")) {
         found.extend(code_mentions(&f, "crate::host"));
         found.extend(code_mentions(&f, "crate::runtime"));
     }
@@ -579,7 +579,7 @@ fn the_writer_side_takes_no_lock_and_reads_no_proc() {
     ] {
         files.push(src.join(f));
     }
-    for d in ["verbs", "ops", "store", "policy"] {
+    for d in ["handlers", "store", "policy"] {
         files.extend(rust_files(&src.join(d)));
     }
     let mut found = Vec::new();
@@ -1243,7 +1243,7 @@ fn the_module_graph_reads_what_it_should() {
     assert_eq!(circles(&graph), vec![vec!["a", "b", "c"]]);
     // The broker's graph is read: the store is below the verbs.
     let broker = module_graph(&root().join("broker/src"));
-    assert!(broker["verbs::messages"].contains("store::messages"));
+    assert!(broker["handlers::verbs::messages"].contains("store::messages"));
     assert!(broker.contains_key("store::evidence"));
 }
 
@@ -1259,15 +1259,15 @@ const RUSQLITE_OUTSIDE_STORE: &[&str] = &[
     // the reads and writes themselves.
     "broker/src/authorize.rs",
     "broker/src/core.rs",
-    "broker/src/ops/authority.rs",
-    "broker/src/ops/landing.rs",
-    "broker/src/verbs/messages.rs",
-    "broker/src/verbs/reads.rs",
-    "broker/src/verbs/threads.rs",
+    "broker/src/handlers/ops/authority.rs",
+    "broker/src/handlers/ops/landing.rs",
+    "broker/src/handlers/verbs/messages.rs",
+    "broker/src/handlers/verbs/reads.rs",
+    "broker/src/handlers/verbs/threads.rs",
     // The seals: the sealer thread, the `seals` host op and the operator's
     // `verify`/`export` hold their own read-only connections (the store's
     // and the seals file's) and hand them to `store::seals`.
-    "broker/src/ops/seals.rs",
+    "broker/src/handlers/ops/seals.rs",
     "broker/src/sealer.rs",
     "broker/src/tools/export.rs",
     "broker/src/tools/verify.rs",
@@ -1358,4 +1358,128 @@ fn every_crate_with_unsafe_code_denies_unsafe_ops_in_unsafe_fns() {
     }
     assert!(checked >= 8, "found only {checked} crates with unsafe code");
     assert!(lacking.is_empty(), "without the deny: {lacking:#?}");
+}
+
+/// One request model (issue 32): every verb and every host op has exactly
+/// one row in `handlers/table.rs`, and every handler type the handlers
+/// define (`impl Verb for`, `impl StagedVerb for`, `impl Op for`,
+/// `host_op!`) is named by a row, so a handler can't be reached another
+/// way or be left out.
+#[test]
+fn every_verb_and_host_op_has_exactly_one_table_row() {
+    use mosaic_bus::handlers::{HOST_OPS, VERBS};
+    let mut seen = BTreeSet::new();
+    for v in VERBS {
+        assert!(seen.insert(v.name), "verb {} has two rows", v.name);
+    }
+    let mut seen = BTreeSet::new();
+    for o in HOST_OPS {
+        assert!(seen.insert(o.name), "host op {} has two rows", o.name);
+    }
+    let src = root().join("broker/src/handlers");
+    let table = lex(&fs::read_to_string(src.join("table.rs")).expect("table.rs")).code;
+    let table = tokens(&table);
+    let named = |module: &str, ty: &str| {
+        table
+            .windows(3)
+            .any(|w| w[0] == module && w[1] == "::" && w[2] == ty)
+    };
+    let mut missing = Vec::new();
+    let mut ops = 0;
+    for dir in ["verbs", "ops"] {
+        for f in rust_files(&src.join(dir)) {
+            let module = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let module = if dir == "ops" && module == "threads" {
+                "thread_ops"
+            } else {
+                module
+            };
+            let t = tokens(&lex(&fs::read_to_string(&f).expect("read")).code);
+            for (i, w) in t.windows(4).enumerate() {
+                let ty = match (w[0].as_str(), w[1].as_str(), w[2].as_str()) {
+                    ("impl", "Verb" | "StagedVerb" | "Op", "for") => &w[3],
+                    ("host_op", "!", "(") => &w[3],
+                    _ => continue,
+                };
+                // A macro's template (`impl Verb for $name`) is no type.
+                if ty.starts_with('$') {
+                    continue;
+                }
+                if w[1] == "Op" || w[0] == "host_op" {
+                    ops += 1;
+                }
+                if !named(module, ty) {
+                    missing.push(format!("{}: {ty} (token {i})", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "handlers no row names:\n{}",
+        missing.join("\n")
+    );
+    assert_eq!(
+        ops,
+        HOST_OPS.len(),
+        "every Op in ops/ is one row of HOST_OPS"
+    );
+}
+
+/// Refusal evidence has one writer (issue 32): the event kind
+/// `action.refused` is written only by `handlers/refusal.rs`; no other
+/// source file of the broker spells it outside a comment.
+#[test]
+fn refusal_evidence_has_one_writer() {
+    let src = root().join("broker/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f == src.join("handlers/refusal.rs") {
+            continue;
+        }
+        let l = lex(&fs::read_to_string(&f).expect("read source"));
+        for (line, s) in &l.strings {
+            if s.contains("action.refused") {
+                found.push(format!("{}:{line}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "action.refused written outside handlers/refusal.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+/// One argument reader (issue 32): a request's arguments, a verb's or a
+/// host op's, are taken through `handlers::fields::Fields` only. No other
+/// type under `handlers/` refuses leftover keys with its own
+/// `finish(self) -> Result<(), Code>` or is named `Args`/`Fields`.
+#[test]
+fn requests_have_one_argument_reader() {
+    let src = root().join("broker/src/handlers");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f == src.join("fields.rs") {
+            continue;
+        }
+        let code: String = lex(&fs::read_to_string(&f).expect("read source"))
+            .code
+            .split_whitespace()
+            .collect();
+        for needle in [
+            "fnfinish(self)->Result<(),Code>",
+            "structArgs",
+            "structFields",
+        ] {
+            if code.contains(needle) {
+                found.push(format!("{}: {needle}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a second argument reader:\n{}",
+        found.join("\n")
+    );
 }

@@ -4,16 +4,19 @@
 //! before the turn (the baseline), `end` stores what the turn spent, or the
 //! fixed code saying why that is unknown.
 //!
-//! Both are staged verbs: [`prepare`] checks the caller and looks for a
-//! recorded result on the writer; the transcript is read off the writer
-//! ([`Job::run`], `crate::usage`); [`finish`] writes the record on the
-//! writer. A call whose result is already recorded (a replay) reads
-//! nothing and answers that record again, so nothing is charged twice.
+//! Both are staged verbs ([`Call`]): the writer-side part checks the
+//! caller and looks for a recorded result; the transcript is read off the
+//! writer (`crate::usage`), one reading per run at a time; the finish
+//! writes the record on the writer. A call whose result is already
+//! recorded (a replay) reads nothing and answers that record again, so
+//! nothing is charged twice.
 
-use super::{role_session, Args};
 use crate::budget::Budget;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::role_session;
+use crate::handlers::staged::{Prepared, Slow, Staged};
 use crate::policy::usage::exact;
 use crate::store::evidence;
 use crate::store::messages as msgs;
@@ -23,13 +26,6 @@ use crate::usage::transcript::Baseline;
 use crate::usage::{self, Reading};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-
-/// The verbs this module stages.
-pub const STAGED: &[&str] = &["usage.begin", "usage.end"];
-
-pub fn is_staged(verb: &str) -> bool {
-    STAGED.contains(&verb)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -53,9 +49,9 @@ pub struct Turn {
     account: Option<String>,
 }
 
-/// The off-writer part of a usage call.
+/// A prepared usage call.
 #[derive(Debug)]
-pub enum Job {
+pub enum Call {
     /// Already recorded: the reply, nothing to read.
     Replay(Value),
     /// Take the turn's baseline.
@@ -64,60 +60,68 @@ pub enum Job {
     End(Turn, Option<Baseline>),
 }
 
-/// What the off-writer part found.
-#[derive(Debug)]
-pub enum Worked {
-    Replay(Value),
-    Begun(Turn, Result<Baseline, Code>),
-    Ended(Turn, Result<Reading, Code>),
+impl Staged for Call {
+    type Found = Found;
+    /// A lost reading is a failed source (it never is lost: the reading
+    /// returns codes, not panics).
+    const LOST: Code = Code::UsageSourceFailed;
+
+    /// The run whose transcript this call reads (`None`: a replay).
+    fn reads(&self) -> Option<&str> {
+        match self {
+            Call::Replay(_) => None,
+            Call::Begin(t) | Call::End(t, _) => Some(&t.run),
+        }
+    }
+
+    /// Reads the transcript within the budget (past it, the source failed).
+    fn slow(&mut self) -> Option<Slow<Found>> {
+        let (source, transcript) = match self {
+            Call::Replay(_) => return None,
+            Call::Begin(t) | Call::End(t, _) => (t.source.clone(), t.transcript.clone()),
+        };
+        let run: Box<dyn FnOnce(Budget) -> Result<Found, Code> + Send> = match self {
+            Call::End(_, base) => {
+                let base = base.take();
+                Box::new(move |budget| {
+                    usage::end(&source, transcript.as_deref(), base.as_ref(), &budget)
+                        .map(Found::Known)
+                })
+            }
+            _ => Box::new(move |budget| {
+                usage::begin(&source, transcript.as_deref(), &budget)
+                    .map(|b| Found::Baseline(b.to_json()))
+            }),
+        };
+        Some(Slow { run, fence: None })
+    }
+
+    fn finish(
+        self,
+        core: &mut Core,
+        _caller: &Caller,
+        found: Option<Result<Found, Code>>,
+    ) -> Result<Value, Code> {
+        match self {
+            Call::Replay(v) => Ok(v),
+            Call::Begin(t) | Call::End(t, _) => record(core, t, found.unwrap_or(Err(Self::LOST))),
+        }
+    }
 }
 
-impl Job {
-    /// Reads the transcript within `budget` (past it, the source failed).
-    /// Blocking: call it on a worker thread.
-    pub fn run(self, budget: Budget) -> Worked {
-        match self {
-            Job::Replay(v) => Worked::Replay(v),
-            Job::Begin(t) => {
-                let r = usage::begin(&t.source, t.transcript.as_deref(), &budget);
-                Worked::Begun(t, r)
-            }
-            Job::End(t, base) => {
-                let r = usage::end(&t.source, t.transcript.as_deref(), base.as_ref(), &budget);
-                Worked::Ended(t, r)
-            }
-        }
-    }
+/// `usage.begin {turn}`.
+pub fn begin(core: &mut Core, caller: &Caller, args: Fields) -> Result<Prepared, Code> {
+    prepare(core, caller, Phase::Begin, args).map(Prepared::new)
+}
 
-    /// The run whose transcript this job reads (`None`: a replay, which
-    /// reads nothing): the server lets one such job per run read at a
-    /// time (`crate::usage::shared`).
-    pub fn reads(&self) -> Option<&str> {
-        match self {
-            Job::Replay(_) => None,
-            Job::Begin(t) | Job::End(t, _) => Some(&t.run),
-        }
-    }
-
-    /// What the call settles to when its worker is lost (it never is: the
-    /// reading returns codes, not panics): the source failed.
-    pub fn lost(&self) -> Worked {
-        match self {
-            Job::Replay(v) => Worked::Replay(v.clone()),
-            Job::Begin(t) => Worked::Begun(t.clone(), Err(Code::UsageSourceFailed)),
-            Job::End(t, _) => Worked::Ended(t.clone(), Err(Code::UsageSourceFailed)),
-        }
-    }
+/// `usage.end {turn}`.
+pub fn end(core: &mut Core, caller: &Caller, args: Fields) -> Result<Prepared, Code> {
+    prepare(core, caller, Phase::End, args).map(Prepared::new)
 }
 
 /// The writer-side checks of `usage.begin`/`usage.end`, and the recorded
 /// result when there is one.
-pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, mut args: Args) -> Result<Job, Code> {
-    let phase = match verb {
-        "usage.begin" => Phase::Begin,
-        "usage.end" => Phase::End,
-        _ => return Err(Code::UnknownVerb),
-    };
+fn prepare(core: &mut Core, caller: &Caller, phase: Phase, mut args: Fields) -> Result<Call, Code> {
     let turn = args.str("turn", 64)?;
     args.finish()?;
     let (business, role, run) = role_session(caller)?;
@@ -137,16 +141,16 @@ pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, mut args: Args) -> 
         let outcome = records::usage_outcome(&tx.tx, &t.run, &t.source, &t.turn)?;
         let baseline = records::usage_baseline(&tx.tx, &t.run, &t.source, &t.turn)?;
         Ok(match (phase, outcome, baseline) {
-            (Phase::Begin, _, Some(b)) => Job::Replay(begin_reply(&t, &b)),
-            (Phase::Begin, Some(o), None) => Job::Replay(begin_reply(&t, &o)),
-            (Phase::Begin, None, None) => Job::Begin(t),
-            (Phase::End, Some(o), _) => Job::Replay(end_reply(&t, &o)),
+            (Phase::Begin, _, Some(b)) => Call::Replay(begin_reply(&t, &b)),
+            (Phase::Begin, Some(o), None) => Call::Replay(begin_reply(&t, &o)),
+            (Phase::Begin, None, None) => Call::Begin(t),
+            (Phase::End, Some(o), _) => Call::Replay(end_reply(&t, &o)),
             (Phase::End, None, b) => {
                 let base = b.and_then(|b| match b.kind {
                     Kind::Baseline(m) => Baseline::from_json(&Value::Object(m)),
                     _ => None,
                 });
-                Job::End(t, base)
+                Call::End(t, base)
             }
         })
     })
@@ -169,14 +173,9 @@ fn check_turn(tx: &mut Tx<'_>, t: &Turn) -> Result<(), Code> {
     }
 }
 
-/// Writes what the worker found (unless a call that raced this one wrote
+/// Writes what the reading found (unless a call that raced this one wrote
 /// first: then that record is the answer) and returns the reply.
-pub fn finish(core: &mut Core, worked: Worked) -> Result<Value, Code> {
-    let (t, found) = match worked {
-        Worked::Replay(v) => return Ok(v),
-        Worked::Begun(t, r) => (t, r.map(|b| Found::Baseline(b.to_json()))),
-        Worked::Ended(t, r) => (t, r.map(Found::Known)),
-    };
+fn record(core: &mut Core, t: Turn, found: Result<Found, Code>) -> Result<Value, Code> {
     let written = core.store.write(|tx| {
         if !evidence::holds(&tx.tx, &t.business, &t.role, &t.run)? {
             return Err(Code::NotHolder);
@@ -233,7 +232,9 @@ pub fn finish(core: &mut Core, worked: Worked) -> Result<Value, Code> {
     })
 }
 
-enum Found {
+/// What a usage call's reading found: the turn's baseline, or its outcome.
+#[derive(Debug)]
+pub enum Found {
     Baseline(Value),
     Known(Reading),
 }
@@ -266,16 +267,4 @@ fn end_reply(t: &Turn, r: &UsageRecord) -> Value {
         Kind::Baseline(_) => json!({"source": r.source, "known": false, "code": null}),
     };
     json!({"turn": t.turn, "outcomes": [entry]})
-}
-
-/// `usage.begin`/`usage.end` in one go, for in-process dispatch (the
-/// transcript is read on the calling thread).
-pub fn begin_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    let job = prepare(core, caller, "usage.begin", args)?;
-    finish(core, job.run(Budget::start()))
-}
-
-pub fn end_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    let job = prepare(core, caller, "usage.end", args)?;
-    finish(core, job.run(Budget::start()))
 }

@@ -6,9 +6,10 @@
 //! leaving a cited decision unspent.
 
 use super::messages::MAX_BODY;
-use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{role_session, Verb};
 use crate::ids;
 use crate::ids::is_task_ref;
 use crate::store::evidence::{self, Actor};
@@ -44,7 +45,7 @@ pub struct Request {
 }
 
 impl Verb for Request {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let task_ref = args.str("task_ref", 256)?;
         let commit = args.str("commit", COMMIT_MAX)?;
         let to = args.str("to", 64)?;
@@ -170,7 +171,7 @@ pub struct Verdict {
 }
 
 impl Verb for Verdict {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let task_ref = args.str("task_ref", 256)?;
         let request = args.str("request", 64)?;
         let verdict = args.str("verdict", 16)?;

@@ -7,10 +7,11 @@
 //! ([`BindLaunch::set_start_seen`]): the writer thread itself never reads
 //! `/proc`.
 
-use super::Fields;
 use crate::config::LaunchRecord;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::{host_op, Op, Outside};
 use crate::store::evidence::{self, Actor, ClaimRow};
 use crate::store::threads;
 use serde_json::{json, Value};
@@ -128,7 +129,7 @@ pub struct Identity {
 
 impl Identity {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
+        let cap = f.str("cap", HOST_MAX)?;
         f.finish()?;
         Ok(Identity { cap })
     }
@@ -169,9 +170,9 @@ impl EndLaunch {
         };
         f.finish()?;
         let mut rec = Fields::new(rec);
-        let business = rec.str("business")?;
-        let run = rec.str("run")?;
-        let reason = rec.str("reason")?;
+        let business = rec.str("business", HOST_MAX)?;
+        let run = rec.str("run", HOST_MAX)?;
+        let reason = rec.str("reason", HOST_MAX)?;
         let exit_code = match rec.take("exitCode") {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_i64().ok_or(Code::InvalidRequest)?),
@@ -242,3 +243,25 @@ impl EndLaunch {
         Ok(json!({"business": business, "run": run, "released": released}))
     }
 }
+
+impl Op for BindLaunch {
+    const NAME: &'static str = "bindLaunch";
+    const REPLY_KEY: &'static str = "launch";
+
+    fn parse(f: Fields) -> Result<Self, Code> {
+        BindLaunch::parse(f)
+    }
+
+    /// Reads the process's start time off the writer.
+    fn observe(&mut self, outside: &Outside<'_>) -> Option<Result<Value, Code>> {
+        self.set_start_seen((outside.start_time)(self.pid()));
+        None
+    }
+
+    fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        BindLaunch::apply(self, core)
+    }
+}
+
+host_op!(Identity, "identity");
+host_op!(EndLaunch, "endLaunch");

@@ -1,8 +1,9 @@
 //! `role.claim`, `role.release` and `role.revoke`.
 
-use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{role_session, Verb};
 use crate::policy::routing::Class;
 use crate::policy::threads as rules;
 use crate::store::decisions as dstore;
@@ -19,7 +20,7 @@ const REASON_MAX: usize = 500;
 pub struct Claim;
 
 impl Verb for Claim {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(Claim)
     }
@@ -54,7 +55,7 @@ fn claim(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
 pub struct Release;
 
 impl Verb for Release {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(Release)
     }
@@ -153,7 +154,7 @@ pub struct Revoke {
 }
 
 impl Verb for Revoke {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let target = args.str("role", 64)?;
         let decision = args.opt_str("decision", 64)?;
         let reason = args.take("reason");

@@ -8,12 +8,14 @@
 //! threads: an unknown id is `thread-not-found`, another user's thread
 //! `thread-not-owned`. Every verb is one transaction.
 
-use super::messages::HUMAN_ACTOR;
-use super::messages::{CLASSES, DEFAULT_CLASS, HUMAN, HUMAN_RUN, MAX_BODY};
-use super::{Args, Verb};
+use super::messages::{CLASSES, DEFAULT_CLASS, MAX_BODY};
 use crate::config::Business;
+use crate::core::HUMAN_ACTOR;
 use crate::core::{Caller, Core};
+use crate::core::{HUMAN, HUMAN_RUN};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::Verb;
 use crate::ids;
 use crate::policy::{routing, threads as rules};
 use crate::store::evidence;
@@ -26,7 +28,7 @@ const PAGE: usize = 50;
 const PAGE_MAX: usize = 200;
 
 /// A name argument: a string of 1 to 200 printable characters.
-fn name(args: &mut Args, key: &str) -> Result<String, Code> {
+fn name(args: &mut Fields, key: &str) -> Result<String, Code> {
     let n = args.str(key, rules::NAME_MAX * 4)?;
     if !rules::valid_name(&n) {
         return Err(Code::InvalidRequest);
@@ -51,7 +53,7 @@ pub struct ProjectCreate {
 }
 
 impl Verb for ProjectCreate {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let name = name(&mut args, "name")?;
         let repo = args.opt_str("repo", 64)?;
         args.finish()?;
@@ -88,7 +90,7 @@ impl Verb for ProjectCreate {
 pub struct ProjectList;
 
 impl Verb for ProjectList {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(ProjectList)
     }
@@ -108,7 +110,7 @@ pub struct ThreadCreate {
 }
 
 impl Verb for ThreadCreate {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let project = args.str("project", 64)?;
         let name = name(&mut args, "name")?;
         args.finish()?;
@@ -148,7 +150,7 @@ pub struct ThreadList {
 }
 
 impl Verb for ThreadList {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let project = args.opt_str("project", 64)?;
         args.finish()?;
         Ok(ThreadList { project })
@@ -175,7 +177,7 @@ pub struct ThreadOpen {
 }
 
 impl Verb for ThreadOpen {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let thread = args.str("thread", 64)?;
         args.finish()?;
         Ok(ThreadOpen { thread })
@@ -203,7 +205,7 @@ pub struct ThreadSend {
 }
 
 impl Verb for ThreadSend {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let thread = args.str("thread", 64)?;
         let body = args.str("body", MAX_BODY)?;
         let class = args.opt_str("class", 32)?;
@@ -267,7 +269,7 @@ pub struct ThreadMessages {
 }
 
 impl Verb for ThreadMessages {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let thread = args.str("thread", 64)?;
         let after = args.opt_str("after", 64)?;
         let limit = match args.take_present("limit") {
@@ -360,7 +362,7 @@ pub struct AssistantStop {
 }
 
 impl Verb for AssistantStop {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let instance = args.str("instance", 64)?;
         args.finish()?;
         Ok(AssistantStop { instance })

@@ -1,9 +1,10 @@
 //! `launch.revoke` and `launch.restore` (human only).
 
-use super::messages::HUMAN_ACTOR;
-use super::{Args, Verb};
+use crate::core::HUMAN_ACTOR;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::Verb;
 use crate::store::evidence;
 use serde_json::{json, Value};
 
@@ -41,7 +42,7 @@ fn toggle(core: &mut Core, caller: &Caller, verb: &str, kind: &str) -> Result<Va
 pub struct Revoke;
 
 impl Verb for Revoke {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(Revoke)
     }
@@ -55,7 +56,7 @@ impl Verb for Revoke {
 pub struct Restore;
 
 impl Verb for Restore {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(Restore)
     }

@@ -3,9 +3,10 @@
 //! and stop thread sessions; its idle stop releases a run's thread only when
 //! nothing came in since its snapshot.
 
-use super::Fields;
 use crate::core::Core;
 use crate::error::Code;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
 use serde_json::Value;
 
 /// `threadsState {business}` → per thread `{thread, instance, pending,
@@ -16,13 +17,13 @@ pub struct ThreadsState {
 
 impl ThreadsState {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
+        let business = f.str("business", HOST_MAX)?;
         f.finish()?;
         Ok(ThreadsState { business })
     }
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
-        crate::verbs::threads::threads_state(core, &self.business)
+        crate::handlers::verbs::threads::threads_state(core, &self.business)
     }
 }
 
@@ -36,9 +37,9 @@ pub struct ThreadIdle {
 
 impl ThreadIdle {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
-        let thread = f.str("thread")?;
-        let run = f.str("run")?;
+        let business = f.str("business", HOST_MAX)?;
+        let thread = f.str("thread", HOST_MAX)?;
+        let run = f.str("run", HOST_MAX)?;
         f.finish()?;
         Ok(ThreadIdle {
             business,
@@ -48,6 +49,9 @@ impl ThreadIdle {
     }
 
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
-        crate::verbs::threads::thread_idle(core, &self.business, &self.thread, &self.run)
+        crate::handlers::verbs::threads::thread_idle(core, &self.business, &self.thread, &self.run)
     }
 }
+
+host_op!(ThreadsState, "threadsState");
+host_op!(ThreadIdle, "threadIdle");

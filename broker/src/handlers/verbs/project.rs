@@ -1,53 +1,29 @@
 //! The verbs whose Git side runs off the writer thread (3i rows 138 and
 //! 148): `spec.read`, a cited `decision.raise`, `record.write`, and the
 //! human's editor verbs `project.files`, `project.file`,
-//! `project.file.save`. Their writer-side part ([`prepare`]) checks the
-//! caller and resolves the project to a [`Job`]; the server runs the job on
-//! a blocking worker and hands its outcome back to the writer
-//! ([`super::finish_staged`]), which stores a commit's receipt
-//! ([`store_receipt`]) and does what [`Then`] says with it. In process
-//! (`dispatch`), the job runs inline.
+//! `project.file.save`. Each is a [`GitStaged`]: its writer-side part
+//! checks the caller and resolves the project to a [`Job`]; the job runs
+//! off the writer (`crate::handlers::staged`), and the finish stores a
+//! commit's receipt ([`store_receipt`]) and does what [`Then`] says.
 
 use super::decisions::Raise;
-use super::{messages, role_session, Args, Verb};
+use super::messages;
 use crate::authorize;
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{role_session, Verb};
+use crate::handlers::staged::{Prepared, Slow, Staged};
 use crate::policy::routing;
 use crate::project::write::{self, Author, Kind, RecordPath};
 use crate::project::{is_full_sha, records, Done, Job, Receipt, Work, SPEC_PATH};
 use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
-use serde_json::{json, Map, Value};
-
-/// The verbs the server always runs in three stages (prepare on the
-/// writer, Git on a worker, finish on the writer).
-pub const STAGED: &[&str] = &[
-    "spec.read",
-    "record.write",
-    "project.files",
-    "project.file",
-    "project.file.save",
-];
+use serde_json::{json, Value};
 
 /// The definitions whose instances get the spec review notice (3i row 143).
 pub const SPEC_REVIEWERS: &[&str] = &["pm", "cto"];
-
-/// True when the server runs this request in three stages: a [`STAGED`]
-/// verb, or a `decision.raise` that cites the spec (`spec_path` or
-/// `spec_commit` given; an uncited raise stays synchronous, unchanged).
-pub fn is_staged(verb: &str, args: Option<&Map<String, Value>>) -> bool {
-    if STAGED.contains(&verb) {
-        return true;
-    }
-    verb == "decision.raise"
-        && args.is_some_and(|a| {
-            ["spec_path", "spec_commit"]
-                .iter()
-                .any(|k| a.get(*k).is_some_and(|v| !v.is_null()))
-        })
-}
 
 /// What the writer does with a staged verb's Git outcome.
 pub enum Then {
@@ -58,101 +34,71 @@ pub enum Then {
     Raise(Box<Raise>),
 }
 
-/// A prepared staged verb: its Git job (none when there is nothing to
-/// read after all), what to do with the outcome, and the task its refusal
-/// is filed under (`verbs::prepare_staged` sets it from the request, as
-/// the dispatch files any refusal).
-pub struct Staged {
-    pub job: Option<Job>,
-    pub then: Then,
-    pub subject: Option<String>,
-}
-
-/// The writer-side part of a staged verb.
-pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Staged, Code> {
-    match verb {
-        "spec.read" => Ok(Staged {
-            job: Some(spec_read(core, caller, args)?),
-            then: Then::Reply,
-            subject: None,
-        }),
-        "record.write" | "project.files" | "project.file" | "project.file.save" => {
-            let job = match verb {
-                "record.write" => record_write(core, caller, args)?,
-                "project.files" => files(core, caller, args)?,
-                "project.file" => file(core, caller, args)?,
-                _ => save(core, caller, args)?,
-            };
-            Ok(Staged {
-                job: Some(job),
-                then: Then::Reply,
-                subject: None,
-            })
-        }
-        "decision.raise" => {
-            let raise = Raise::parse(args)?;
-            let job = raise.git_job(core, caller)?;
-            Ok(Staged {
-                job,
-                subject: raise.subject(),
-                then: Then::Raise(Box::new(raise)),
-            })
-        }
-        _ => Err(Code::UnknownVerb),
-    }
-}
-
-/// What the writer does once the Git side answered: a commit's receipt
-/// first (if it can't be stored, `outcome-unknown`: the commit stands),
-/// then what `then` says.
-pub fn finish(
-    core: &mut Core,
-    caller: &Caller,
+/// A prepared verb with a Git side: its job (none when there is nothing
+/// to read after all) and what to do with the outcome.
+pub struct GitStaged {
+    job: Option<Job>,
     then: Then,
-    outcome: Result<Done, Code>,
-) -> Result<Value, Code> {
-    let done = outcome?;
-    if let Some(r) = &done.receipt {
-        store_receipt(core, caller, r).map_err(|_| Code::OutcomeUnknown)?;
-    }
-    match then {
-        Then::Reply => Ok(done.reply),
-        Then::Raise(raise) => raise.raise(core, caller),
+}
+
+impl GitStaged {
+    fn reply(job: Job) -> Prepared {
+        Prepared::new(GitStaged {
+            job: Some(job),
+            then: Then::Reply,
+        })
     }
 }
 
-/// A staged verb in one go on the writer thread, for in-process dispatch
-/// (tests; the socket never runs Git here): prepare, Git, the receipt.
-pub fn inline(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Value, Code> {
-    let staged = prepare(core, caller, verb, args)?;
-    let outcome = match staged.job {
-        Some(job) => job.run(crate::budget::Budget::start()),
-        None => Ok(Done {
+impl Staged for GitStaged {
+    type Found = Done;
+    const LOST: Code = Code::ProjectUnavailable;
+
+    fn slow(&mut self) -> Option<Slow<Done>> {
+        let job = self.job.take()?;
+        let fence = job.fence();
+        Some(Slow {
+            run: Box::new(move |budget| job.run(budget)),
+            fence: Some(fence),
+        })
+    }
+
+    /// A commit was made: it stands whatever happens next.
+    fn committed(&self, found: Option<Result<&Done, Code>>) -> bool {
+        matches!(found, Some(Ok(done)) if done.receipt.is_some())
+    }
+
+    /// A commit's receipt first (if it can't be stored, `outcome-unknown`:
+    /// the commit stands), then what `then` says.
+    fn finish(
+        self,
+        core: &mut Core,
+        caller: &Caller,
+        found: Option<Result<Done, Code>>,
+    ) -> Result<Value, Code> {
+        let done = found.unwrap_or(Ok(Done {
             reply: Value::Null,
             receipt: None,
-        }),
-    };
-    finish(core, caller, staged.then, outcome)
+        }))?;
+        if let Some(r) = &done.receipt {
+            store_receipt(core, caller, r).map_err(|_| Code::OutcomeUnknown)?;
+        }
+        match self.then {
+            Then::Reply => Ok(done.reply),
+            Then::Raise(raise) => raise.raise(core, caller),
+        }
+    }
 }
 
-pub fn spec_read_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    inline(core, caller, "spec.read", args)
-}
-
-pub fn record_write_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    inline(core, caller, "record.write", args)
-}
-
-pub fn files_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    inline(core, caller, "project.files", args)
-}
-
-pub fn file_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    inline(core, caller, "project.file", args)
-}
-
-pub fn save_inline(core: &mut Core, caller: &Caller, args: Args) -> Result<Value, Code> {
-    inline(core, caller, "project.file.save", args)
+/// A `decision.raise` that cites the spec (the table stages it only
+/// then): the usual checks, and the Git job reading the current spec.
+pub fn cited_raise(core: &mut Core, caller: &Caller, args: Fields) -> Result<Prepared, Code> {
+    let raise = Raise::parse(args)?;
+    let job = raise.git_job(core, caller)?;
+    Ok(Prepared::new(GitStaged {
+        job,
+        then: Then::Raise(Box::new(raise)),
+    }))
 }
 
 /// The business and the repository of `project`.
@@ -167,7 +113,7 @@ fn repo_of<'a>(
 }
 
 /// `spec.read {project, commit?}`: a held role instance of the business.
-fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+pub fn spec_read(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<Prepared, Code> {
     let project = args.str("project", 64)?;
     let commit = args.opt_str("commit", 64)?;
     args.finish()?;
@@ -187,14 +133,14 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
         .get(&project)
         .ok_or(Code::UnknownProject)?
         .clone();
-    Ok(Job::new(
+    Ok(GitStaged::reply(Job::new(
         repo,
         Work::SpecRead {
             project,
             human: b.human.clone(),
             commit,
         },
-    ))
+    )))
 }
 
 /// `record.write {project, path, record, decision?}`: a writable path that
@@ -204,7 +150,7 @@ fn spec_read(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Co
 /// valid record
 /// (`invalid-record`). The author is the session's
 /// `<definition>.<instance>`; no author is taken from the request.
-fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+pub fn record_write(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<Prepared, Code> {
     let project = args.str("project", 64)?;
     let path = args.str("path", 256)?;
     let record = args.take_present("record").ok_or(Code::InvalidRequest)?;
@@ -239,7 +185,7 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
     let (_, repo) = repo_of(core, business, &project)?;
     let bytes = records::record_bytes(&path, record)?;
     let definition = routing::definition_of(b, role).unwrap_or(role);
-    Ok(Job::new(
+    Ok(GitStaged::reply(Job::new(
         repo,
         Work::Record {
             project,
@@ -248,7 +194,7 @@ fn record_write(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job,
             author: Author::agent(business, definition, role),
             decision,
         },
-    ))
+    )))
 }
 
 /// A path the editor verbs take: the spec or a docs file; anything else
@@ -262,27 +208,27 @@ fn editor_path(path: &str) -> Result<RecordPath, Code> {
 }
 
 /// `project.files {project}` (the human; the table refuses every other class).
-fn files(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+pub fn files(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<Prepared, Code> {
     let project = args.str("project", 64)?;
     args.finish()?;
     let (_, repo) = repo_of(core, caller.business(), &project)?;
-    Ok(Job::new(repo, Work::Files { project }))
+    Ok(GitStaged::reply(Job::new(repo, Work::Files { project })))
 }
 
 /// `project.file {project, path}`.
-fn file(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+pub fn file(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<Prepared, Code> {
     let project = args.str("project", 64)?;
     let path = args.str("path", 256)?;
     args.finish()?;
     let (_, repo) = repo_of(core, caller.business(), &project)?;
     let path = editor_path(&path)?;
-    Ok(Job::new(repo, Work::File { path }))
+    Ok(GitStaged::reply(Job::new(repo, Work::File { path })))
 }
 
 /// `project.file.save {project, path, base, content}`: `base` a full SHA-1
 /// (the `commit` `project.file` answered; `HEAD` for a new docs file),
 /// `content` Markdown (`invalid-record`), committed as the business's human.
-fn save(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
+pub fn save(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<Prepared, Code> {
     let project = args.str("project", 64)?;
     let path = args.str("path", 256)?;
     let base = args.str("base", 64)?;
@@ -298,7 +244,7 @@ fn save(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
     let author = Author::human(&b.id, &b.human);
     let path = editor_path(&path)?;
     records::check_markdown(&content)?;
-    Ok(Job::new(
+    Ok(GitStaged::reply(Job::new(
         repo,
         Work::Save {
             project,
@@ -307,7 +253,7 @@ fn save(core: &mut Core, caller: &Caller, mut args: Args) -> Result<Job, Code> {
             bytes: content.into_bytes(),
             author,
         },
-    ))
+    )))
 }
 
 /// The spec review notice's text (3i row 143): it begins as the spec words
@@ -371,7 +317,7 @@ pub fn store_receipt(core: &mut Core, caller: &Caller, receipt: &Receipt) -> Res
                 t,
                 &b.id,
                 "project.file.saved",
-                messages::HUMAN_ACTOR,
+                crate::core::HUMAN_ACTOR,
                 None,
                 &json!({"project": project, "path": path, "commit": commit, "base": base}),
             )?;

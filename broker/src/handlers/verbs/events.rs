@@ -1,8 +1,9 @@
 //! `event.emit`: routine observations by the role's holder.
 
-use super::{role_session, Args, Verb};
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{role_session, Verb};
 use crate::store::evidence::{self, Actor};
 use serde_json::{json, Value};
 
@@ -13,7 +14,7 @@ pub struct Emit {
 }
 
 impl Verb for Emit {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let kind = args.str("kind", 64)?;
         let body = args.opt_object("body")?.ok_or(Code::InvalidRequest)?;
         let subject = args.opt_str("subject", 256)?;
@@ -21,7 +22,7 @@ impl Verb for Emit {
         if kind != "action.allowed" {
             return Err(Code::InvalidRequest);
         }
-        let mut body = Args::new(Some(body));
+        let mut body = Fields::new(body);
         let action = body.str("action", 64)?;
         let target = body.opt_str("target", 256)?;
         body.finish()?;

@@ -4,9 +4,10 @@
 //! seals file off the writer thread (the runtime answers it before the op
 //! would be queued): it is how anchors leave the data root.
 
-use super::Fields;
 use crate::core::Core;
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{Op, Outside};
 use crate::store::seals;
 use serde_json::Value;
 use std::path::Path;
@@ -49,5 +50,22 @@ impl Seals {
         let list = seals::after(conn, self.after.unwrap_or(0), PAGE)
             .map_err(|_| Code::StorageUnavailable)?;
         Ok(Value::Array(list.iter().map(|s| s.to_json()).collect()))
+    }
+}
+
+impl Op for Seals {
+    const NAME: &'static str = "seals";
+
+    fn parse(f: Fields) -> Result<Self, Code> {
+        Seals::parse(f)
+    }
+
+    /// Answered from the seals file, never on the writer.
+    fn observe(&mut self, outside: &Outside<'_>) -> Option<Result<Value, Code>> {
+        Some(self.answer(outside.seals))
+    }
+
+    fn apply(self, core: &mut Core) -> Result<Value, Code> {
+        Seals::apply(self, core)
     }
 }

@@ -2,9 +2,10 @@
 //! rows (never a token). `role` may be `@sync`, the business's tracker sync
 //! identity.
 
-use super::Fields;
 use crate::core::Core;
 use crate::error::Code;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
 use serde_json::Value;
 
 pub struct CredentialStatus {
@@ -14,8 +15,8 @@ pub struct CredentialStatus {
 
 impl CredentialStatus {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
-        let role = f.str("role")?;
+        let business = f.str("business", HOST_MAX)?;
+        let role = f.str("role", HOST_MAX)?;
         f.finish()?;
         Ok(CredentialStatus { business, role })
     }
@@ -37,3 +38,5 @@ impl CredentialStatus {
         ))
     }
 }
+
+host_op!(CredentialStatus, "credentialStatus");

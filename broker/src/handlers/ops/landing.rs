@@ -9,12 +9,14 @@
 //! refusal after the caller resolved (the capability, or the ticket's run)
 //! is recorded as `action.refused` `{action, op, code}` on the task's trail.
 
-use super::authority::{code_ok, record_refusal, role_of};
-use super::Fields;
+use super::authority::{code_ok, role_of};
 use crate::authorize::facts;
 use crate::config::Business;
 use crate::core::{Core, Ticket};
 use crate::error::Code;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
+use crate::handlers::refusal;
 use crate::ids::{self, is_task_ref};
 use crate::policy::landing::{self as rules, LandAsk, ACTION};
 use crate::policy::routing::{self, Class};
@@ -186,7 +188,13 @@ fn check_land(core: &mut Core, cap: &str, mut args: Map<String, Value>) -> Resul
         }
         Err(code) => {
             let body = refused_body("checkLand", code);
-            record_refusal(core, &business_id, &role, &run, subject.as_deref(), &body)?;
+            refusal::record(
+                core,
+                &business_id,
+                Actor::of(&role, &run),
+                subject.as_deref(),
+                &body,
+            )?;
             Err(code)
         }
     }
@@ -221,11 +229,11 @@ impl TicketRef {
     fn parse(f: &mut Fields) -> Result<TicketRef, Code> {
         match f.take("ticket") {
             Some(whole @ Value::Object(_)) => Ok(TicketRef {
-                id: super::host_str(whole.get("id").cloned())?,
+                id: crate::handlers::fields::host_str(whole.get("id").cloned())?,
                 whole: Some(whole),
             }),
             id => Ok(TicketRef {
-                id: super::host_str(id)?,
+                id: crate::handlers::fields::host_str(id)?,
                 whole: None,
             }),
         }
@@ -245,7 +253,13 @@ fn open_ticket(core: &Core, r: &TicketRef) -> Result<Ticket, Code> {
 /// Records a refusal of `op` against the ticket's run, on its task's trail.
 fn refuse_on(core: &mut Core, t: &Ticket, op: &str, code: Code) -> Code {
     let body = refused_body(op, code);
-    match record_refusal(core, &t.business, &t.role, &t.run, Some(&t.task_ref), &body) {
+    match refusal::record(
+        core,
+        &t.business,
+        Actor::of(&t.role, &t.run),
+        Some(&t.task_ref),
+        &body,
+    ) {
         Ok(_) => code,
         Err(e) => e,
     }
@@ -261,7 +275,7 @@ fn result_message(
     body: &str,
 ) -> Result<String, Code> {
     let id = ids::uuid();
-    crate::verbs::messages::post(
+    crate::handlers::verbs::messages::post(
         t,
         biz,
         &NewMessage {
@@ -404,10 +418,9 @@ fn land_refused(
             if let Some(d) = &detail {
                 body["detail"] = json!(d);
             }
-            let w = evidence::insert_event(
+            let w = refusal::insert(
                 t,
                 &tk.business,
-                "action.refused",
                 Actor::of(&tk.role, &tk.run),
                 Some(&tk.task_ref),
                 &body,
@@ -469,7 +482,7 @@ pub struct CheckLand {
 
 impl CheckLand {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
+        let cap = f.str("cap", HOST_MAX)?;
         let args = f.object("args")?;
         f.finish()?;
         Ok(CheckLand { cap, args })
@@ -539,9 +552,9 @@ impl LandHeld {
             };
             f = Fields::new(record);
         }
-        let business = f.str("business")?;
-        let role = f.str("role")?;
-        let thread = f.opt_str("thread")?;
+        let business = f.str("business", HOST_MAX)?;
+        let role = f.str("role", HOST_MAX)?;
+        let thread = f.opt_str("thread", HOST_MAX)?;
         f.finish()?;
         Ok(LandHeld {
             business,
@@ -554,3 +567,8 @@ impl LandHeld {
         land_held(core, &self.business, &self.role, self.thread.as_deref())
     }
 }
+
+host_op!(CheckLand, "checkLand");
+host_op!(RecordLand, "recordLand");
+host_op!(LandRefused, "landRefused");
+host_op!(LandHeld, "landHeld");

@@ -4,10 +4,11 @@
 //! `tester` (only as a reply to a tester's message). Each verb is one
 //! transaction: its checks, its evidence and its effects commit together.
 
-use super::{Args, Verb};
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::Verb;
 use crate::ids;
 use crate::policy::routing;
 use crate::policy::threads::is_thread_instance;
@@ -46,14 +47,7 @@ pub const BLOCK_SENDERS: &[&str] = &["pm", "cto"];
 /// The class a send without `class` gets.
 pub const DEFAULT_CLASS: &str = "INFO";
 
-/// The reserved human recipient (`policy::routing`'s) and the CLI's run.
-pub use crate::policy::routing::HUMAN;
-pub const HUMAN_RUN: &str = "human-cli";
-/// The human's CLI as the actor of what it records.
-pub const HUMAN_ACTOR: Actor<'static> = Actor::of(HUMAN, HUMAN_RUN);
-/// The tester address and the tester shim's run.
-pub const TESTER: &str = "tester";
-pub const TESTER_RUN: &str = "tester-cli";
+use crate::core::{HUMAN, HUMAN_ACTOR, HUMAN_RUN, TESTER, TESTER_RUN};
 /// The prefix every tester message body starts with.
 pub const TESTER_PREFIX: &str = "[mos test]";
 
@@ -104,7 +98,7 @@ pub struct Send {
 }
 
 impl Verb for Send {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let to = args.str("to", 64)?;
         let body = args.str("body", MAX_BODY)?;
         let class = args.opt_str("class", 32)?;
@@ -590,7 +584,7 @@ fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, St
 pub struct Receive;
 
 impl Verb for Receive {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(Receive)
     }
@@ -644,7 +638,7 @@ pub struct Read {
 }
 
 impl Verb for Read {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let id = args.str("id", 64)?;
         args.finish()?;
         Ok(Read { id })
@@ -697,7 +691,7 @@ const STAFF_COUNT: u64 = 20;
 const STAFF_NOTE: usize = 2000;
 
 impl Verb for StaffRequest {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let task_ref = args.str("task_ref", 256)?;
         let roles = args.take("roles").ok_or(Code::InvalidRequest)?;
         let note = args.opt_str("note", STAFF_NOTE)?;
@@ -712,7 +706,7 @@ impl Verb for StaffRequest {
         }
         let mut parsed: Vec<(String, u64)> = Vec::with_capacity(list.len());
         for entry in list {
-            let mut e = Args::new(entry.as_object().cloned());
+            let mut e = Fields::of(entry.as_object().cloned());
             if !entry.is_object() {
                 return Err(Code::InvalidRequest);
             }
@@ -737,7 +731,7 @@ impl Verb for StaffRequest {
     }
 
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let (_, role, _) = super::role_session(caller)?;
+        let (_, role, _) = crate::handlers::handler::role_session(caller)?;
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
         if routing::definition_of(biz, role) != Some(PM_DEFINITION) {

@@ -3,11 +3,13 @@
 //! every capability-bearing op shares (the role a capability names, a
 //! refusal recorded on its run).
 
-use super::Fields;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
+use crate::handlers::refusal;
 use crate::ids::is_task_ref;
-use crate::store::evidence::{self, Actor};
+use crate::store::evidence::Actor;
 use serde_json::{json, Value};
 
 /// `authorize {cap, action, target?, decision?, verdict?}`.
@@ -21,11 +23,11 @@ pub struct Authorize {
 
 impl Authorize {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let action = f.str("action")?;
-        let target = f.opt_str("target")?;
-        let decision = f.opt_str("decision")?;
-        let verdict = f.opt_str("verdict")?;
+        let cap = f.str("cap", HOST_MAX)?;
+        let action = f.str("action", HOST_MAX)?;
+        let target = f.opt_str("target", HOST_MAX)?;
+        let decision = f.opt_str("decision", HOST_MAX)?;
+        let verdict = f.opt_str("verdict", HOST_MAX)?;
         f.finish()?;
         Ok(Authorize {
             cap,
@@ -56,8 +58,8 @@ pub struct AuthorizeLaunch {
 
 impl AuthorizeLaunch {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let instance = f.str("instance")?;
+        let cap = f.str("cap", HOST_MAX)?;
+        let instance = f.str("instance", HOST_MAX)?;
         f.finish()?;
         Ok(AuthorizeLaunch { cap, instance })
     }
@@ -76,8 +78,8 @@ pub struct Refuse {
 
 impl Refuse {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let code = f.str("code")?;
+        let cap = f.str("cap", HOST_MAX)?;
+        let code = f.str("code", HOST_MAX)?;
         // Only a task ref files the refusal on a trail; any other subject (of
         // any JSON type, or none) records null, as the spec says, rather than
         // refusing the host's evidence.
@@ -142,7 +144,7 @@ pub fn authorize(
         Err(code) if action == "task.close" && code != Code::StorageUnavailable => {
             let subject = target.filter(|t| is_task_ref(t));
             let body = json!({"action": action, "code": code.as_str()});
-            record_refusal(core, &business_id, &role, &run, subject, &body)?;
+            refusal::record(core, &business_id, Actor::of(&role, &run), subject, &body)?;
             Err(code)
         }
         other => other,
@@ -172,31 +174,6 @@ fn check_close_verdict(
     Ok(())
 }
 
-/// Records `action.refused` `body` against the capability's run, in its own transaction.
-pub fn record_refusal(
-    core: &mut Core,
-    business: &str,
-    role: &str,
-    run: &str,
-    subject: Option<&str>,
-    body: &Value,
-) -> Result<String, Code> {
-    core.store
-        .write(|t| {
-            evidence::insert_event(
-                t,
-                business,
-                "action.refused",
-                Actor::of(role, run),
-                subject,
-                body,
-            )
-        })
-        .map(|w| w.id)
-        // Failing to write refusal evidence is reported as such.
-        .map_err(|_| Code::StorageUnavailable)
-}
-
 /// `authorizeLaunch {cap, instance}`: `authorize(cap, 'role.launch',
 /// {target: instance})`; a refusal is also recorded as `action.refused`.
 pub fn authorize_launch(core: &mut Core, cap: &str, instance: &str) -> Result<Value, Code> {
@@ -215,7 +192,7 @@ pub fn authorize_launch(core: &mut Core, cap: &str, instance: &str) -> Result<Va
         Ok(v) => Ok(v),
         Err(code) => {
             let body = json!({"action": "role.launch", "target": instance, "code": code.as_str()});
-            record_refusal(core, &business_id, &role, &run, None, &body)?;
+            refusal::record(core, &business_id, Actor::of(&role, &run), None, &body)?;
             Err(code)
         }
     }
@@ -245,13 +222,11 @@ pub fn refuse(
         return Err(Code::InvalidRequest);
     }
     let subject = subject.filter(|s| is_task_ref(s));
-    let event = record_refusal(
-        core,
-        &business_id,
-        &role,
-        &run,
-        subject,
-        &json!({"code": code}),
-    )?;
-    Ok(json!({"event": event}))
+    let body = json!({"code": code});
+    let event = refusal::record(core, &business_id, Actor::of(&role, &run), subject, &body)?;
+    Ok(json!({"event": event.id}))
 }
+
+host_op!(Authorize, "authorize");
+host_op!(AuthorizeLaunch, "authorizeLaunch");
+host_op!(Refuse, "refuse");

@@ -14,16 +14,18 @@
 //! time (the file step of one write ends before the next reads the file). A
 //! refusal before the receipt leaves the file and the store as they were; a
 //! failed COMMIT leaves the file as it was; a file step that fails after the
-//! receipt answers `outcome-unknown`. In process ([`super::dispatch`]) the
-//! job runs inline after the receipt.
+//! receipt answers `outcome-unknown`. The four writes are
+//! [`StagedVerb`]s: the table runs them one at a time (`Serial::Alone`).
 
-use super::{Args, Verb};
 use crate::config::organization::{
     piece, Assistant, Instance, Limits, Model, Organization, Part, Route, Vars, MAX_REVISION,
 };
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{StagedVerb, Verb};
+use crate::handlers::staged::{Slow, Staged};
 use crate::organization::OrgFile;
 use crate::policy::routing::definition_of;
 use crate::store::evidence::{self, Actor};
@@ -41,7 +43,7 @@ fn org_file(core: &Core) -> Result<OrgFile, Code> {
 }
 
 /// A `revision`: a safe non-negative integer.
-fn take_revision(args: &mut Args) -> Result<u64, Code> {
+fn take_revision(args: &mut Fields) -> Result<u64, Code> {
     args.take("revision")
         .and_then(|v| v.as_u64())
         .filter(|r| *r <= MAX_REVISION)
@@ -102,27 +104,14 @@ fn writer<'a>(core: &Core, caller: &'a Caller) -> Result<Writer<'a>, Code> {
             })
         }
         Caller::Human { .. } => Ok(Writer {
-            role: super::messages::HUMAN,
-            run: super::messages::HUMAN_RUN,
-            actor: super::messages::HUMAN.to_string(),
+            role: crate::core::HUMAN,
+            run: crate::core::HUMAN_RUN,
+            actor: crate::core::HUMAN.to_string(),
             holder: false,
         }),
         Caller::Reader { .. } => Err(Code::ReadOnly),
         Caller::Tester { .. } => Err(Code::TesterRefused),
     }
-}
-
-/// The verbs that write the file: the server stages them ([`is_staged`]).
-pub const WRITES: &[&str] = &[
-    "organization.set",
-    "limits.set",
-    "instances.set",
-    "routes.set",
-];
-
-/// True for a verb that writes the organization file.
-pub fn is_staged(verb: &str) -> bool {
-    WRITES.contains(&verb)
 }
 
 /// An organization write whose receipt is written: the file's replacement.
@@ -162,14 +151,35 @@ impl Job {
     }
 }
 
-/// The writer-side part of an organization write (see [`Job`]).
-pub fn prepare(core: &mut Core, caller: &Caller, verb: &str, args: Args) -> Result<Job, Code> {
-    match verb {
-        "organization.set" => SetArgs::parse(args)?.write_job(core, caller, "organization.set"),
-        "limits.set" => SetArgs::parse(args)?.write_job(core, caller, "limits.set"),
-        "instances.set" => InstancesSet::parse(args)?.write_job(core, caller),
-        "routes.set" => RoutesSet::parse(args)?.write_job(core, caller),
-        _ => Err(Code::UnknownVerb),
+/// A prepared organization write: its receipt is committed, its file
+/// step is left.
+pub struct Write(Option<Job>);
+
+impl Staged for Write {
+    type Found = Value;
+    const LOST: Code = Code::OutcomeUnknown;
+
+    fn slow(&mut self) -> Option<Slow<Value>> {
+        let job = self.0.take()?;
+        Some(Slow {
+            run: Box::new(move |_| job.run()),
+            fence: None,
+        })
+    }
+
+    /// The receipt was committed in the prepare: a failure from here on
+    /// is `outcome-unknown`.
+    fn committed(&self, _found: Option<Result<&Value, Code>>) -> bool {
+        true
+    }
+
+    fn finish(
+        self,
+        _core: &mut Core,
+        _caller: &Caller,
+        found: Option<Result<Value, Code>>,
+    ) -> Result<Value, Code> {
+        found.unwrap_or(Err(Self::LOST))
     }
 }
 
@@ -239,10 +249,10 @@ pub struct SetArgs {
 }
 
 impl SetArgs {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let revision = take_revision(&mut args)?;
         let mut keys = Vec::new();
-        let mut take = |args: &mut Args, key: &'static str| {
+        let mut take = |args: &mut Fields, key: &'static str| {
             let v = args.take_present(key);
             if v.is_some() {
                 keys.push(key);
@@ -307,31 +317,39 @@ impl SetArgs {
 /// `organization.set {revision, limits?, models?, instances?, assistants?}`.
 pub struct OrganizationSet(SetArgs);
 
-impl Verb for OrganizationSet {
-    fn parse(args: Args) -> Result<Self, Code> {
+impl StagedVerb for OrganizationSet {
+    type Staged = Write;
+
+    fn parse(args: Fields) -> Result<Self, Code> {
         SetArgs::parse(args).map(OrganizationSet)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.write_job(core, caller, "organization.set")?.run()
+    fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
+        self.0
+            .write_job(core, caller, "organization.set")
+            .map(|j| Write(Some(j)))
     }
 }
 
 /// `limits.set`: the keys `organization.set` takes, for the human.
 pub struct LimitsSet(SetArgs);
 
-impl Verb for LimitsSet {
-    fn parse(args: Args) -> Result<Self, Code> {
+impl StagedVerb for LimitsSet {
+    type Staged = Write;
+
+    fn parse(args: Fields) -> Result<Self, Code> {
         SetArgs::parse(args).map(LimitsSet)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.0.write_job(core, caller, "limits.set")?.run()
+    fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
+        self.0
+            .write_job(core, caller, "limits.set")
+            .map(|j| Write(Some(j)))
     }
 }
 
 /// A read verb that takes no args.
-fn no_args(args: Args) -> Result<(), Code> {
+fn no_args(args: Fields) -> Result<(), Code> {
     args.finish()
 }
 
@@ -339,7 +357,7 @@ fn no_args(args: Args) -> Result<(), Code> {
 pub struct LimitsRead;
 
 impl Verb for LimitsRead {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| LimitsRead)
     }
 
@@ -358,7 +376,7 @@ impl Verb for LimitsRead {
 pub struct InstancesRead;
 
 impl Verb for InstancesRead {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| InstancesRead)
     }
 
@@ -398,8 +416,10 @@ pub struct InstancesSet {
     launch: Option<bool>,
 }
 
-impl Verb for InstancesSet {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+impl StagedVerb for InstancesSet {
+    type Staged = Write;
+
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let revision = take_revision(&mut args)?;
         let instance = args.str("instance", 64)?;
         let op = args.str("op", 16)?;
@@ -429,8 +449,8 @@ impl Verb for InstancesSet {
         })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.write_job(core, caller)?.run()
+    fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
+        self.write_job(core, caller).map(|j| Write(Some(j)))
     }
 }
 
@@ -498,7 +518,7 @@ impl InstancesSet {
 pub struct RoutesRead;
 
 impl Verb for RoutesRead {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| RoutesRead)
     }
 
@@ -515,8 +535,10 @@ pub struct RoutesSet {
     routes: BTreeMap<String, Route>,
 }
 
-impl Verb for RoutesSet {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+impl StagedVerb for RoutesSet {
+    type Staged = Write;
+
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let revision = take_revision(&mut args)?;
         let routes = args.take("routes").ok_or(Code::InvalidRequest)?;
         args.finish()?;
@@ -529,8 +551,8 @@ impl Verb for RoutesSet {
         })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        self.write_job(core, caller)?.run()
+    fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
+        self.write_job(core, caller).map(|j| Write(Some(j)))
     }
 }
 

@@ -10,7 +10,8 @@ use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
 use serde_json::{json, Map, Value};
 
-use super::Fields;
+use crate::handlers::fields::{Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
 
 /// `recordEvent {cap, kind, body, subject?}`.
 pub struct RecordEvent {
@@ -22,10 +23,10 @@ pub struct RecordEvent {
 
 impl RecordEvent {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let kind = f.str("kind")?;
+        let cap = f.str("cap", HOST_MAX)?;
+        let kind = f.str("kind", HOST_MAX)?;
         let body = f.object("body")?;
-        let subject = f.opt_str("subject")?;
+        let subject = f.opt_str("subject", HOST_MAX)?;
         f.finish()?;
         Ok(RecordEvent {
             cap,
@@ -57,9 +58,9 @@ pub struct RecordTask {
 
 impl RecordTask {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
-        let task_ref = f.str("task_ref")?;
-        let read_at = f.str("read_at")?;
+        let business = f.str("business", HOST_MAX)?;
+        let task_ref = f.str("task_ref", HOST_MAX)?;
+        let read_at = f.str("read_at", HOST_MAX)?;
         let fields = match (f.take("fields"), f.take("tombstone")) {
             (Some(Value::Object(m)), None) => Some(m),
             (None, Some(Value::Bool(true))) => None,
@@ -95,8 +96,8 @@ pub struct RecordComments {
 
 impl RecordComments {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
-        let task_ref = f.str("task_ref")?;
+        let business = f.str("business", HOST_MAX)?;
+        let task_ref = f.str("task_ref", HOST_MAX)?;
         let cursor = positive_id(f.take("cursor").as_ref())?;
         let Some(Value::Array(list)) = f.take("comments") else {
             return Err(Code::InvalidRequest);
@@ -133,8 +134,8 @@ pub struct CommentCursor {
 
 impl CommentCursor {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let business = f.str("business")?;
-        let task_ref = f.str("task_ref")?;
+        let business = f.str("business", HOST_MAX)?;
+        let task_ref = f.str("task_ref", HOST_MAX)?;
         f.finish()?;
         Ok(CommentCursor { business, task_ref })
     }
@@ -279,12 +280,12 @@ fn token_refusal_recorded(
     r: Result<Value, Code>,
 ) -> Result<Value, Code> {
     match r {
-        Err(Code::KnownToken) => Err(crate::verbs::record_refusal(
+        Err(Code::KnownToken) => Err(crate::handlers::refusal::record_code(
             core,
             business,
-            role,
-            run,
-            op,
+            crate::store::evidence::Actor { role, run },
+            Some(op),
+            None,
             Code::KnownToken,
         )),
         other => other,
@@ -365,21 +366,19 @@ fn positive_id(v: Option<&Value>) -> Result<i64, Code> {
 impl Comment {
     /// `{id, author, at, body}`, exactly those keys.
     pub fn from_json(v: Value) -> Result<Comment, Code> {
-        let Value::Object(mut m) = v else {
+        let Value::Object(m) = v else {
             return Err(Code::InvalidRequest);
         };
-        let id = positive_id(m.get("id"))?;
-        let text = |m: &mut Map<String, Value>, k: &str, min: usize, max: usize| match m.remove(k) {
-            Some(Value::String(s)) if (min..=max).contains(&s.len()) && !s.contains('\0') => Ok(s),
-            _ => Err(Code::InvalidRequest),
+        let mut f = Fields::new(m);
+        let id = positive_id(f.take("id").as_ref())?;
+        let author = f.str("author", HOST_MAX)?;
+        let at = f.str("at", 64)?;
+        // The one string rule, save that a comment's body may be empty.
+        let body = match f.take("body") {
+            Some(Value::String(s)) if s.is_empty() => s,
+            other => crate::handlers::fields::string(other, COMMENT_BODY_MAX)?,
         };
-        m.remove("id");
-        let author = text(&mut m, "author", 1, 256)?;
-        let at = text(&mut m, "at", 1, 64)?;
-        let body = text(&mut m, "body", 0, COMMENT_BODY_MAX)?;
-        if !m.is_empty() {
-            return Err(Code::InvalidRequest);
-        }
+        f.finish()?;
         Ok(Comment {
             id,
             author,
@@ -465,6 +464,11 @@ pub fn comment_cursor(core: &Core, business: &str, task_ref: &str) -> Result<Val
     let epoch = crate::store::comments::epoch(conn)?;
     Ok(json!({"cursor": cursor, "epoch": epoch}))
 }
+
+host_op!(RecordEvent, "recordEvent");
+host_op!(RecordTask, "recordTask");
+host_op!(RecordComments, "recordComments");
+host_op!(CommentCursor, "commentCursor");
 
 #[cfg(test)]
 mod tests {

@@ -5,11 +5,12 @@
 //! `decision_events` row; a close by anyone but the raising run sends the
 //! raising role one DECISION message in the same transaction.
 
-use super::messages::HUMAN_ACTOR;
-use super::{role_session, Args, Verb};
 use crate::config::Business;
+use crate::core::HUMAN_ACTOR;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::{role_session, Verb};
 use crate::ids;
 use crate::policy::actions;
 use crate::policy::routing::{self, Class, Domain, HUMAN};
@@ -18,9 +19,9 @@ use crate::store::evidence::{self, Actor};
 use crate::store::messages::NewMessage;
 use crate::store::threads;
 use crate::store::Tx;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::messages::HUMAN_RUN;
+use crate::core::HUMAN_RUN;
 /// How many closed decisions `decisions {list:'recent'}` returns.
 pub const RECENT: i64 = 50;
 const QUESTION_MAX: usize = 4096;
@@ -157,7 +158,7 @@ fn parse_citation(
 }
 
 impl Verb for Raise {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let action = args.str("action", 64)?;
         let question = args.str("question", QUESTION_MAX)?;
         let options = args.take("options");
@@ -232,22 +233,24 @@ impl Verb for Raise {
         })
     }
 
-    /// In process, a cited raise reads Git inline on the caller's thread;
-    /// the server never gets here with one (it stages it).
+    /// An uncited raise; a cited one is staged (`cites_spec`,
+    /// `project::cited_raise`).
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        if let Some(job) = self.git_job(core, caller)? {
-            job.run(crate::budget::Budget::start())?;
-        }
         self.raise(core, caller)
     }
 }
 
-impl Raise {
-    /// The task a refusal of this raise is filed under.
-    pub(crate) fn subject(&self) -> Option<String> {
-        self.task_ref.clone()
-    }
+/// True for a raise that cites the spec (`spec_path` or `spec_commit`
+/// given): the table stages it; an uncited raise stays inline.
+pub fn cites_spec(args: Option<&Map<String, Value>>) -> bool {
+    args.is_some_and(|a| {
+        ["spec_path", "spec_commit"]
+            .iter()
+            .any(|k| a.get(*k).is_some_and(|v| !v.is_null()))
+    })
+}
 
+impl Raise {
     /// The writer-side part before Git: for a cited raise, the usual checks
     /// (so that a raise refused anyway reads nothing) and the job reading
     /// the current spec; for an uncited one, nothing.
@@ -340,17 +343,8 @@ impl Raise {
         let mut body =
             json!({"action": "decision.raise", "code": Code::DecisionRouteRefused.as_str()});
         body["authorization"] = json!({"action": self.action, "target": self.target});
-        core.store
-            .write(|t| {
-                evidence::insert_event(
-                    t,
-                    business_id,
-                    "action.refused",
-                    Actor::of(role, run),
-                    self.task_ref.as_deref(),
-                    &body,
-                )
-            })
+        let subject = self.task_ref.as_deref();
+        crate::handlers::refusal::record(core, business_id, Actor::of(role, run), subject, &body)
             .map_or(Code::StorageUnavailable, |_| Code::DecisionRouteRefused)
     }
 
@@ -629,7 +623,7 @@ pub struct Resolve {
 }
 
 impl Verb for Resolve {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let id = args.str("id", 64)?;
         let choice = args.str("choice", 160)?;
         let note = args.opt_str("note", NOTE_MAX)?;
@@ -672,7 +666,7 @@ pub struct IdNote {
 }
 
 impl IdNote {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let id = args.str("id", 64)?;
         let note = args.opt_str("note", NOTE_MAX)?;
         args.finish()?;
@@ -684,7 +678,7 @@ impl IdNote {
 pub struct Withdraw(IdNote);
 
 impl Verb for Withdraw {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         IdNote::parse(args).map(Withdraw)
     }
 
@@ -724,7 +718,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
 pub struct Seen(IdNote);
 
 impl Verb for Seen {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         IdNote::parse(args).map(Seen)
     }
 
@@ -767,7 +761,7 @@ pub enum List {
 }
 
 impl Verb for List {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let which = args.str("list", 16)?;
         let list = match which.as_str() {
             "roles" => List::Roles(super::reads::PageArgs::take(

@@ -6,11 +6,12 @@
 //! reads of the spec's "Shared reads and adapter boundary"; `usage` sums the
 //! business's token readings; `seal` answers the newest seal.
 
-use super::messages::HUMAN;
-use super::{Args, Verb};
 use crate::config::Business;
+use crate::core::HUMAN;
 use crate::core::{Caller, Core};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::Verb;
 use crate::store::messages as msgs;
 use crate::store::reads::{self, TaskRow};
 use crate::store::threads;
@@ -66,7 +67,7 @@ pub struct PageArgs {
 impl PageArgs {
     /// Takes `limit` (an integer from 1 to `max`) and `after` (a string of
     /// at most 256 bytes) when present; anything else is `invalid-request`.
-    pub fn take(args: &mut Args, max: usize) -> Result<PageArgs, Code> {
+    pub fn take(args: &mut Fields, max: usize) -> Result<PageArgs, Code> {
         let limit = match args.take_present("limit") {
             None => None,
             Some(Value::Number(n)) => Some(
@@ -110,7 +111,7 @@ macro_rules! no_args {
         pub struct $name;
 
         impl Verb for $name {
-            fn parse(args: Args) -> Result<Self, Code> {
+            fn parse(args: Fields) -> Result<Self, Code> {
                 args.finish()?;
                 Ok($name)
             }
@@ -156,7 +157,7 @@ pub struct Usage {
 }
 
 impl Verb for Usage {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let page = PageArgs::take(&mut args, USAGE_RUNS_MAX)?;
         args.finish()?;
         Ok(Usage { page })
@@ -223,7 +224,7 @@ pub struct Inbox {
 }
 
 impl Verb for Inbox {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let page = PageArgs::take(&mut args, DECISIONS_PAGE_MAX)?;
         args.finish()?;
         Ok(Inbox { page })
@@ -238,7 +239,7 @@ fn inbox(core: &mut Core, caller: &Caller, page: PageArgs) -> Result<Value, Code
     let b = caller.business();
     let (address, run) = match caller {
         Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
-        _ => (HUMAN, super::messages::HUMAN_RUN),
+        _ => (HUMAN, crate::core::HUMAN_RUN),
     };
     let store = &core.store;
     let conn = store.conn();
@@ -494,7 +495,7 @@ pub struct Trail {
 }
 
 impl Verb for Trail {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let subject = args.str("subject", 256)?;
         let page = PageArgs::take(&mut args, TRAIL_PAGE_MAX)?;
         if let Some(a) = &page.after {
@@ -552,7 +553,7 @@ pub struct Replies {
 }
 
 impl Verb for Replies {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let id = args.str("id", 64)?;
         args.finish()?;
         Ok(Replies { id })
@@ -580,7 +581,7 @@ pub struct Messages {
 }
 
 impl Verb for Messages {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let limit = match args.take_present("limit") {
             None => MESSAGES_PAGE,
             Some(Value::Number(n)) => n
@@ -758,7 +759,7 @@ pub struct TaskFilter {
 }
 
 impl Verb for Tasks {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         if args.is_empty() {
             return Ok(Tasks::All);
         }

@@ -2,10 +2,12 @@
 //! address instances by name. A name is stored append-only in
 //! `instance_names`; `message.send` resolves one before any check.
 
-use super::messages::{knows_definition, HUMAN, HUMAN_RUN, TESTER};
-use super::{Args, Verb};
+use super::messages::knows_definition;
 use crate::core::{Caller, Core};
+use crate::core::{HUMAN, HUMAN_RUN, TESTER};
 use crate::error::Code;
+use crate::handlers::fields::Fields;
+use crate::handlers::handler::Verb;
 use crate::store::evidence::{self, Actor};
 use crate::store::names;
 use serde_json::{json, Value};
@@ -20,7 +22,7 @@ pub struct NameSet {
 }
 
 impl Verb for NameSet {
-    fn parse(mut args: Args) -> Result<Self, Code> {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
         let instance = args.str("instance", 64)?;
         let name = args.str("name", 64)?;
         args.finish()?;
@@ -98,7 +100,7 @@ impl Verb for NameSet {
 pub struct Names;
 
 impl Verb for Names {
-    fn parse(args: Args) -> Result<Self, Code> {
+    fn parse(args: Fields) -> Result<Self, Code> {
         args.finish().map(|()| Names)
     }
 

@@ -3,14 +3,16 @@
 //! recorded as `action.refused` `{action, op, code}` on the task's trail
 //! (subject = the task ref when it is one, else null).
 
-use super::authority::{record_refusal, role_of};
-use super::{host_opt_str, Fields};
+use super::authority::role_of;
 use crate::core::Core;
 use crate::error::Code;
+use crate::handlers::fields::{opt_string, Fields, HOST_MAX};
+use crate::handlers::handler::host_op;
+use crate::handlers::refusal;
+use crate::handlers::verbs::reviews::is_reviewer;
 use crate::ids::is_task_ref;
 use crate::store::evidence::{self, Actor};
 use crate::store::reviews;
-use crate::verbs::reviews::is_reviewer;
 use serde_json::{json, Map, Value};
 
 const PUSH: &str = "git.push.working";
@@ -31,7 +33,7 @@ fn recorded(
         Err(code) => {
             let subject = task_ref.filter(|s| is_task_ref(s));
             let body = json!({"action": action, "op": op, "code": code.as_str()});
-            record_refusal(core, &business, &role, &run, subject, &body)?;
+            refusal::record(core, &business, Actor::of(&role, &run), subject, &body)?;
             Err(code)
         }
     }
@@ -80,8 +82,8 @@ pub struct CheckPush {
 
 impl CheckPush {
     pub fn parse(mut f: Fields) -> Result<Self, Code> {
-        let cap = f.str("cap")?;
-        let task_ref = f.str("task_ref")?;
+        let cap = f.str("cap", HOST_MAX)?;
+        let task_ref = f.str("task_ref", HOST_MAX)?;
         f.finish()?;
         Ok(CheckPush { cap, task_ref })
     }
@@ -125,7 +127,7 @@ impl<T> Nested<T> {
 
 /// `{cap, KEY: {…}}`: the capability and the nested object, nothing else.
 fn cap_and_object(mut f: Fields, key: &str) -> Result<(String, Map<String, Value>), Code> {
-    let cap = f.str("cap")?;
+    let cap = f.str("cap", HOST_MAX)?;
     let object = f.object(key)?;
     f.finish()?;
     Ok((cap, object))
@@ -150,12 +152,12 @@ struct Push {
 impl Push {
     fn parse(m: Map<String, Value>) -> Result<Push, Code> {
         let mut f = Fields::new(m);
-        let task_ref = f.str("task_ref")?;
-        let project = f.str("project")?;
-        let branch = f.str("branch")?;
-        let git_ref = f.str("ref")?;
-        let commit = f.str("commit")?;
-        let previous = host_opt_str(f.take("previous"))?;
+        let task_ref = f.str("task_ref", HOST_MAX)?;
+        let project = f.str("project", HOST_MAX)?;
+        let branch = f.str("branch", HOST_MAX)?;
+        let git_ref = f.str("ref", HOST_MAX)?;
+        let commit = f.str("commit", HOST_MAX)?;
+        let previous = opt_string(f.take("previous"), HOST_MAX)?;
         f.finish()?;
         if !is_task_ref(&task_ref) {
             return Err(Code::InvalidRequest);
@@ -198,8 +200,8 @@ impl RecordPush {
 /// `{task_ref, request}`.
 fn parse_fetch(m: Map<String, Value>) -> Result<(String, String), Code> {
     let mut f = Fields::new(m);
-    let task_ref = f.str("task_ref")?;
-    let request = f.str("request")?;
+    let task_ref = f.str("task_ref", HOST_MAX)?;
+    let request = f.str("request", HOST_MAX)?;
     f.finish()?;
     if !is_task_ref(&task_ref) {
         return Err(Code::InvalidRequest);
@@ -325,3 +327,7 @@ fn review_fetch(core: &mut Core, cap: &str, args: Nested<(String, String)>) -> R
         },
     )
 }
+
+host_op!(CheckPush, "checkPush");
+host_op!(RecordPush, "recordPush");
+host_op!(ReviewFetch, "reviewFetch");
