@@ -1483,3 +1483,41 @@ fn requests_have_one_argument_reader() {
         found.join("\n")
     );
 }
+
+/// Read verbs write nothing, by their type (issue 32): every verb the spec
+/// counts as a read is a `Run::Read` row, whose handler gets a shared
+/// `&Core` (`handlers::handler::ReadVerb`) and so cannot reach the store's
+/// writer. (`tests/tests/reads.rs::reads_write_nothing` checks the rows a
+/// read leaves; this holds it for every read at compile time.)
+#[test]
+fn read_verbs_get_a_shared_core() {
+    use mosaic_bus::handlers::{Run, VERBS};
+    const READS: &[&str] = &[
+        "trail",
+        "inbox",
+        "tasks",
+        "agents",
+        "requirements",
+        "state",
+        "replies",
+        "messages",
+        "decisions",
+        "credentials",
+        "names",
+        "usage",
+        "seal",
+        "limits",
+        "instances",
+        "routes",
+        "project.list",
+        "thread.list",
+        "thread.messages",
+    ];
+    for name in READS {
+        let row = VERBS.iter().find(|v| v.name == *name);
+        assert!(
+            matches!(row.map(|r| r.run), Some(Run::Read(_))),
+            "{name} is not a read row"
+        );
+    }
+}

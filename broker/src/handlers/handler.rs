@@ -1,5 +1,6 @@
 //! What a handler is. A socket verb is a [`Verb`] (parse its typed
-//! arguments, then apply them on the writer) or a [`StagedVerb`] (parse,
+//! arguments, then apply them on the writer), a [`ReadVerb`] (parse, then
+//! answer from a shared `Core`: it cannot write) or a [`StagedVerb`] (parse,
 //! then prepare a [`Staged`] whose slow part runs off the writer); a host
 //! op is an [`Op`]. [`Sessions`] says which session classes may call a
 //! verb. Every argument reaches a handler through the one reader,
@@ -21,6 +22,15 @@ pub(crate) trait Verb: Sized {
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code>;
 }
 
+/// A read verb's typed arguments: it answers from a shared `Core`, so it
+/// can write nothing (3i: a successful read writes nothing).
+pub(crate) trait ReadVerb: Sized {
+    /// Takes every argument the verb knows and refuses any left over.
+    fn parse(args: Fields) -> Result<Self, Code>;
+    /// Answers the read for a caller the table let through.
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code>;
+}
+
 /// A staged socket verb's typed arguments: parsed whole, then its
 /// writer-side part, which hands back the work to run off the writer.
 pub(crate) trait StagedVerb: Sized {
@@ -35,11 +45,22 @@ pub(crate) trait StagedVerb: Sized {
 /// What an inline row calls: parse, then apply.
 pub type Handler = fn(&mut Core, &Caller, Fields) -> Result<Value, Code>;
 
+/// What a read row calls: parse, then answer.
+pub type ReadHandler = fn(&Core, &Caller, Fields) -> Result<Value, Code>;
+
 /// What a staged row calls: parse, then prepare.
 pub type Prepare = fn(&mut Core, &Caller, Fields) -> Result<Prepared, Code>;
 
 pub(crate) fn run<V: Verb>(core: &mut Core, caller: &Caller, args: Fields) -> Result<Value, Code> {
     V::parse(args)?.apply(core, caller)
+}
+
+pub(crate) fn answer<V: ReadVerb>(
+    core: &Core,
+    caller: &Caller,
+    args: Fields,
+) -> Result<Value, Code> {
+    V::parse(args)?.answer(core, caller)
 }
 
 pub(crate) fn prepare<V: StagedVerb>(

@@ -54,7 +54,7 @@ pub fn served_verbs() -> impl Iterator<Item = &'static str> {
 /// staged (`None`: it runs inline on the writer).
 pub fn staged_as(verb: &str, args: Option<&Map<String, Value>>) -> Option<Serial> {
     match lookup(verb)?.run {
-        Run::Inline(_) => None,
+        Run::Inline(_) | Run::Read(_) => None,
         Run::Staged(_, serial) => Some(serial),
         Run::StagedWhen(when, _, _) => when(args).then_some(Serial::Free),
     }
@@ -83,11 +83,11 @@ pub fn dispatch(
     // Taken before the handler consumes the args; only a refusal uses it.
     let subject = refusal::subject_of(args.as_ref());
     let ran = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
-        let handler = match lookup(verb).map(|row| row.run) {
-            Some(Run::Inline(h) | Run::StagedWhen(_, _, h)) => h,
+        let reply = match lookup(verb).map(|row| row.run) {
+            Some(Run::Inline(h) | Run::StagedWhen(_, _, h)) => h(core, caller, Fields::of(args))?,
+            Some(Run::Read(h)) => h(core, caller, Fields::of(args))?,
             Some(Run::Staged(..)) | None => return Err(Code::UnknownVerb),
         };
-        let reply = handler(core, caller, Fields::of(args))?;
         core.known_tokens().check(&reply)?;
         Ok(reply)
     });
@@ -106,7 +106,7 @@ pub fn prepare_staged(
     let prepared = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
         let prepare = match lookup(verb).map(|row| row.run) {
             Some(Run::Staged(p, _) | Run::StagedWhen(_, p, _)) => p,
-            Some(Run::Inline(_)) | None => return Err(Code::UnknownVerb),
+            Some(Run::Inline(_) | Run::Read(_)) | None => return Err(Code::UnknownVerb),
         };
         prepare(core, caller, Fields::of(args))
     });

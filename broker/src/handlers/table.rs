@@ -8,7 +8,7 @@
 //! host op is one row here and its [`Op`] in `ops/`.
 
 use super::fields::Fields;
-use super::handler::{prepare, run, AnyOp, Handler, Op, Prepare, Sessions};
+use super::handler::{answer, prepare, run, AnyOp, Handler, Op, Prepare, ReadHandler, Sessions};
 use super::ops::{
     authority, credentials, landing, launches, pushes, records, seals, threads as thread_ops,
 };
@@ -25,6 +25,8 @@ use serde_json::{Map, Value};
 pub enum Run {
     /// On the writer thread, in one go.
     Inline(Handler),
+    /// On the writer thread, from a shared `Core`: a read writes nothing.
+    Read(ReadHandler),
     /// In three stages (see `super::staged`), ordered as [`Serial`] says.
     Staged(Prepare, Serial),
     /// Inline, unless the request's args say it has a slow part (a
@@ -44,6 +46,14 @@ const fn inline(name: &'static str, sessions: Sessions, handler: Handler) -> Ver
         name,
         sessions,
         run: Run::Inline(handler),
+    }
+}
+
+const fn read(name: &'static str, sessions: Sessions, handler: ReadHandler) -> VerbRow {
+    VerbRow {
+        name,
+        sessions,
+        run: Run::Read(handler),
     }
 }
 
@@ -144,16 +154,20 @@ pub const VERBS: &[VerbRow] = &[
     inline("decision.withdraw", CLOSER, run::<decisions::Withdraw>),
     inline("launch.revoke", HUMAN, run::<launch::Revoke>),
     inline("launch.restore", HUMAN, run::<launch::Restore>),
-    inline("trail", ANY, run::<reads::Trail>),
-    inline("inbox", ANY, run::<reads::Inbox>),
-    inline("tasks", ANY, run::<reads::Tasks>),
-    inline("agents", ANY, run::<reads::Agents>),
-    inline("requirements", ROLE, run::<reads::Requirements>),
-    inline("state", NO_TESTER, run::<reads::State>),
-    inline("replies", VIEWER, run::<reads::Replies>),
-    inline("messages", VIEWER, run::<reads::Messages>),
-    inline("decisions", VIEWER, run::<decisions::List>),
-    inline("credentials", VIEWER_NO_TESTER, run::<reads::Credentials>),
+    read("trail", ANY, answer::<reads::Trail>),
+    read("inbox", ANY, answer::<reads::Inbox>),
+    read("tasks", ANY, answer::<reads::Tasks>),
+    read("agents", ANY, answer::<reads::Agents>),
+    read("requirements", ROLE, answer::<reads::Requirements>),
+    read("state", NO_TESTER, answer::<reads::State>),
+    read("replies", VIEWER, answer::<reads::Replies>),
+    read("messages", VIEWER, answer::<reads::Messages>),
+    read("decisions", VIEWER, answer::<decisions::List>),
+    read(
+        "credentials",
+        VIEWER_NO_TESTER,
+        answer::<reads::Credentials>,
+    ),
     inline("review.request", ROLE, run::<reviews::Request>),
     inline("review.verdict", ROLE, run::<reviews::Verdict>),
     staged(
@@ -162,7 +176,7 @@ pub const VERBS: &[VerbRow] = &[
         prepare::<organization::OrganizationSet>,
         Serial::Alone,
     ),
-    inline("limits", HUMAN, run::<organization::LimitsRead>),
+    read("limits", HUMAN, answer::<organization::LimitsRead>),
     staged(
         "limits.set",
         HUMAN,
@@ -170,18 +184,18 @@ pub const VERBS: &[VerbRow] = &[
         Serial::Alone,
     ),
     inline("name.set", CLOSER, run::<names::NameSet>),
-    inline("names", HUMAN_AND_AGENT, run::<names::Names>),
-    inline("usage", NO_TESTER, run::<reads::Usage>),
-    inline("seal", VIEWER_NO_TESTER, run::<reads::Seal>),
+    read("names", HUMAN_AND_AGENT, answer::<names::Names>),
+    read("usage", NO_TESTER, answer::<reads::Usage>),
+    read("seal", VIEWER_NO_TESTER, answer::<reads::Seal>),
     inline("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     inline("staff.request", ROLE, run::<messages::StaffRequest>),
     inline("project.create", HUMAN, run::<threads::ProjectCreate>),
-    inline("project.list", HUMAN, run::<threads::ProjectList>),
+    read("project.list", HUMAN, answer::<threads::ProjectList>),
     inline("thread.create", HUMAN, run::<threads::ThreadCreate>),
-    inline("thread.list", HUMAN, run::<threads::ThreadList>),
+    read("thread.list", HUMAN, answer::<threads::ThreadList>),
     inline("thread.open", HUMAN, run::<threads::ThreadOpen>),
     inline("thread.send", HUMAN, run::<threads::ThreadSend>),
-    inline("thread.messages", HUMAN, run::<threads::ThreadMessages>),
+    read("thread.messages", HUMAN, answer::<threads::ThreadMessages>),
     staged("spec.read", ROLE, project::spec_read, Serial::Free),
     staged("record.write", ROLE, project::record_write, Serial::Free),
     staged("project.files", HUMAN_NAMED, project::files, Serial::Free),
@@ -194,14 +208,18 @@ pub const VERBS: &[VerbRow] = &[
     ),
     staged("usage.begin", ROLE, usage::begin, Serial::PerRun),
     staged("usage.end", ROLE, usage::end, Serial::PerRun),
-    inline("instances", HUMAN_NAMED, run::<organization::InstancesRead>),
+    read(
+        "instances",
+        HUMAN_NAMED,
+        answer::<organization::InstancesRead>,
+    ),
     staged(
         "instances.set",
         HUMAN_NAMED,
         prepare::<organization::InstancesSet>,
         Serial::Alone,
     ),
-    inline("routes", HUMAN_NAMED, run::<organization::RoutesRead>),
+    read("routes", HUMAN_NAMED, answer::<organization::RoutesRead>),
     staged(
         "routes.set",
         HUMAN_NAMED,

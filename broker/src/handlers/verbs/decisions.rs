@@ -10,7 +10,7 @@ use crate::core::HUMAN_ACTOR;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::{role_session, Verb};
+use crate::handlers::handler::{role_session, ReadVerb, Verb};
 use crate::ids;
 use crate::policy::actions;
 use crate::policy::routing::{self, Class, Domain, HUMAN};
@@ -760,7 +760,7 @@ pub enum List {
     Recent,
 }
 
-impl Verb for List {
+impl ReadVerb for List {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let which = args.str("list", 16)?;
         let list = match which.as_str() {
@@ -775,7 +775,7 @@ impl Verb for List {
         Ok(list)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         match self {
             List::Roles(page) => super::reads::open_for_roles_page(core, caller, page),
             List::Recent => Ok(Value::Array(crate::store::reads::recent_closed(

@@ -7,7 +7,7 @@ use crate::core::{Caller, Core};
 use crate::core::{HUMAN, HUMAN_RUN, TESTER};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::Verb;
+use crate::handlers::handler::{ReadVerb, Verb};
 use crate::store::evidence::{self, Actor};
 use crate::store::names;
 use serde_json::{json, Value};
@@ -99,12 +99,12 @@ impl Verb for NameSet {
 /// `names` → `[{instance, name, at}]`: every instance's current name.
 pub struct Names;
 
-impl Verb for Names {
+impl ReadVerb for Names {
     fn parse(args: Fields) -> Result<Self, Code> {
         args.finish().map(|()| Names)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let rows = names::current(core.store.conn(), caller.business())?;
         Ok(Value::Array(
             rows.into_iter()

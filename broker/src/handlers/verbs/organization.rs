@@ -24,7 +24,7 @@ use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::{StagedVerb, Verb};
+use crate::handlers::handler::{ReadVerb, StagedVerb};
 use crate::handlers::staged::{Slow, Staged};
 use crate::organization::OrgFile;
 use crate::policy::routing::definition_of;
@@ -356,12 +356,12 @@ fn no_args(args: Fields) -> Result<(), Code> {
 /// `limits`: `{revision, limits, models, assistants}` (the business's assistants).
 pub struct LimitsRead;
 
-impl Verb for LimitsRead {
+impl ReadVerb for LimitsRead {
     fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| LimitsRead)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let part = org_file(core)?.read()?.part(caller.business());
         Ok(
             json!({"revision": part.revision, "limits": part.limits, "models": part.models,
@@ -375,12 +375,12 @@ impl Verb for LimitsRead {
 /// definitions `instances.set` accepts.
 pub struct InstancesRead;
 
-impl Verb for InstancesRead {
+impl ReadVerb for InstancesRead {
     fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| InstancesRead)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let part = org_file(core)?.read()?.part(caller.business());
         let b = core.config.business(caller.business())?;
         let credentialed = credentialed(b);
@@ -517,12 +517,12 @@ impl InstancesSet {
 /// `routes`: `{revision, routes, models}`.
 pub struct RoutesRead;
 
-impl Verb for RoutesRead {
+impl ReadVerb for RoutesRead {
     fn parse(args: Fields) -> Result<Self, Code> {
         no_args(args).map(|()| RoutesRead)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let part = org_file(core)?.read()?.part(caller.business());
         Ok(json!({"revision": part.revision, "routes": part.routes, "models": part.models}))
     }

@@ -11,7 +11,7 @@ use crate::core::HUMAN;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::Verb;
+use crate::handlers::handler::ReadVerb;
 use crate::store::messages as msgs;
 use crate::store::reads::{self, TaskRow};
 use crate::store::threads;
@@ -110,13 +110,13 @@ macro_rules! no_args {
     ($name:ident, $f:ident) => {
         pub struct $name;
 
-        impl Verb for $name {
+        impl ReadVerb for $name {
             fn parse(args: Fields) -> Result<Self, Code> {
                 args.finish()?;
                 Ok($name)
             }
 
-            fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+            fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
                 $f(core, caller)
             }
         }
@@ -134,7 +134,7 @@ no_args!(Seal, seal);
 /// `seal`: the newest seal `{seq, at, root, upto}` (null before the first),
 /// read from the seals file. It covers the whole store, not one business:
 /// the anchor an auditor keeps (`docs/seals.md`).
-fn seal(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
+fn seal(core: &Core, _caller: &Caller) -> Result<Value, Code> {
     let conn = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
     let newest = crate::store::seals::newest(conn).map_err(|_| Code::StorageUnavailable)?;
     Ok(newest.map_or(Value::Null, |s| s.newest_json()))
@@ -156,19 +156,19 @@ pub struct Usage {
     page: PageArgs,
 }
 
-impl Verb for Usage {
+impl ReadVerb for Usage {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let page = PageArgs::take(&mut args, USAGE_RUNS_MAX)?;
         args.finish()?;
         Ok(Usage { page })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         usage(core, caller, self.page)
     }
 }
 
-fn usage(core: &mut Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
+fn usage(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
     let conn = core.store.conn();
     if let Caller::Role {
         business,
@@ -223,19 +223,19 @@ pub struct Inbox {
     page: PageArgs,
 }
 
-impl Verb for Inbox {
+impl ReadVerb for Inbox {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let page = PageArgs::take(&mut args, DECISIONS_PAGE_MAX)?;
         args.finish()?;
         Ok(Inbox { page })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         inbox(core, caller, self.page)
     }
 }
 
-fn inbox(core: &mut Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
+fn inbox(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
     let b = caller.business();
     let (address, run) = match caller {
         Caller::Role { role, run, .. } => (role.as_str(), run.as_str()),
@@ -353,7 +353,7 @@ pub fn open_for_roles_page(core: &Core, caller: &Caller, page: PageArgs) -> Resu
 
 /// `agents`: each held role's latest claim row; human, reader and tester
 /// sessions also get `state`, `working`, `inputNeeded` and `stranded`.
-fn agents(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+fn agents(core: &Core, caller: &Caller) -> Result<Value, Code> {
     let biz = core.config.business(caller.business())?;
     let b = biz.id.as_str();
     let conn = core.store.conn();
@@ -494,7 +494,7 @@ pub struct Trail {
     page: PageArgs,
 }
 
-impl Verb for Trail {
+impl ReadVerb for Trail {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let subject = args.str("subject", 256)?;
         let page = PageArgs::take(&mut args, TRAIL_PAGE_MAX)?;
@@ -506,12 +506,12 @@ impl Verb for Trail {
         Ok(Trail { subject, page })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         trail(core, caller, self.subject, self.page)
     }
 }
 
-fn trail(core: &mut Core, caller: &Caller, subject: String, page: PageArgs) -> Result<Value, Code> {
+fn trail(core: &Core, caller: &Caller, subject: String, page: PageArgs) -> Result<Value, Code> {
     let b = caller.business();
     let limit = page.limit.unwrap_or(TRAIL_PAGE);
     let after = page.after.as_deref();
@@ -552,19 +552,19 @@ pub struct Replies {
     id: String,
 }
 
-impl Verb for Replies {
+impl ReadVerb for Replies {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let id = args.str("id", 64)?;
         args.finish()?;
         Ok(Replies { id })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         replies(core, caller, self.id)
     }
 }
 
-fn replies(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> {
+fn replies(core: &Core, caller: &Caller, id: String) -> Result<Value, Code> {
     let b = caller.business();
     let conn = core.store.conn();
     if msgs::message_facts(conn, b, &id)?.is_none() {
@@ -580,7 +580,7 @@ pub struct Messages {
     after: Option<String>,
 }
 
-impl Verb for Messages {
+impl ReadVerb for Messages {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let limit = match args.take_present("limit") {
             None => MESSAGES_PAGE,
@@ -595,12 +595,12 @@ impl Verb for Messages {
         Ok(Messages { limit, after })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         messages(core, caller, self)
     }
 }
 
-fn messages(core: &mut Core, caller: &Caller, args: Messages) -> Result<Value, Code> {
+fn messages(core: &Core, caller: &Caller, args: Messages) -> Result<Value, Code> {
     let Messages { limit, after } = args;
     let b = caller.business();
     let conn = core.store.conn();
@@ -627,7 +627,7 @@ fn messages(core: &mut Core, caller: &Caller, args: Messages) -> Result<Value, C
 
 /// `requirements`: the requirements file loaded at start, role sessions only.
 /// With no file configured: `{prd: null, version: null, requirements: []}`.
-fn requirements(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
+fn requirements(core: &Core, _caller: &Caller) -> Result<Value, Code> {
     Ok(core
         .requirements
         .clone()
@@ -635,7 +635,7 @@ fn requirements(core: &mut Core, _caller: &Caller) -> Result<Value, Code> {
 }
 
 /// `state`: launch state and the tracker snapshot's open tasks.
-fn state(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+fn state(core: &Core, caller: &Caller) -> Result<Value, Code> {
     let b = caller.business();
     let conn = core.store.conn();
     let mut latest: Option<(i64, String, String, String)> = None;
@@ -758,7 +758,7 @@ pub struct TaskFilter {
     after: Option<String>,
 }
 
-impl Verb for Tasks {
+impl ReadVerb for Tasks {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         if args.is_empty() {
             return Ok(Tasks::All);
@@ -814,7 +814,7 @@ impl Verb for Tasks {
         }))
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let biz = core.config.business(caller.business())?;
         let b = biz.id.as_str();
         let conn = core.store.conn();
@@ -928,7 +928,7 @@ fn task_page(conn: &Connection, biz: &Business, filter: TaskFilter) -> Result<Va
 
 /// `credentials`: what the host loaded for the business, never a token,
 /// path or variable name. Human and reader sessions only.
-fn credentials(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+fn credentials(core: &Core, caller: &Caller) -> Result<Value, Code> {
     let now = crate::store::clock::now_ms();
     Ok(Value::Array(core.credentials.rows(caller.business(), now)))
 }

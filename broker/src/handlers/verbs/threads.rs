@@ -15,7 +15,7 @@ use crate::core::{Caller, Core};
 use crate::core::{HUMAN, HUMAN_RUN};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::Verb;
+use crate::handlers::handler::{ReadVerb, Verb};
 use crate::ids;
 use crate::policy::{routing, threads as rules};
 use crate::store::evidence;
@@ -89,13 +89,13 @@ impl Verb for ProjectCreate {
 /// `project.list` → the business's projects, oldest first.
 pub struct ProjectList;
 
-impl Verb for ProjectList {
+impl ReadVerb for ProjectList {
     fn parse(args: Fields) -> Result<Self, Code> {
         args.finish()?;
         Ok(ProjectList)
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         Ok(Value::Array(store::projects(
             core.store.conn(),
             caller.business(),
@@ -149,14 +149,14 @@ pub struct ThreadList {
     project: Option<String>,
 }
 
-impl Verb for ThreadList {
+impl ReadVerb for ThreadList {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let project = args.opt_str("project", 64)?;
         args.finish()?;
         Ok(ThreadList { project })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
         let conn = core.store.conn();
@@ -268,7 +268,7 @@ pub struct ThreadMessages {
     limit: usize,
 }
 
-impl Verb for ThreadMessages {
+impl ReadVerb for ThreadMessages {
     fn parse(mut args: Fields) -> Result<Self, Code> {
         let thread = args.str("thread", 64)?;
         let after = args.opt_str("after", 64)?;
@@ -289,7 +289,7 @@ impl Verb for ThreadMessages {
         })
     }
 
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
         let conn = core.store.conn();
