@@ -13,7 +13,7 @@
 //!   no SQL statement text and no rusqlite statement call in any other
 //!   workspace member's `src/` (the test harness's aside).
 //! - The writer thread takes no lock and reads no `/proc`: the modules that
-//!   run on it (`core.rs`, `writer.rs`, `authorize.rs`, `verbs/`, `ops/`,
+//!   run on it (`core.rs`, `writer.rs`, `authorize.rs`, `handlers/`,
 //!   `store/`, `policy/`, `tokens.rs`, `credentials.rs`) name no mutex,
 //!   read-write lock or condition variable and no `/proc` reader; launch
 //!   sets leave by message (`proof::ProofGate::launch_sink`), start times are
@@ -24,9 +24,12 @@
 //!   root, so each unsafe operation sits in a block the SAFETY rule sees.
 //! - `rusqlite` is named only under `broker/src/store/` (and the offline
 //!   members), save a list of files that may only shrink.
-//! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
-//!   name `host/` (which parses ops and calls the runtime), and `ops/` never
-//!   names the runtime.
+//! - Host ops have one home: `runtime.rs` and the writer-side
+//!   `handlers/ops/` never name `host/` (which parses ops and calls the
+//!   runtime), and `handlers/ops/` never names the runtime.
+//! - One request model: one table row per verb and host op, one writer of
+//!   refusal evidence, one argument reader, reads on a shared `Core`, and
+//!   the slow parts of staged verbs below the store and the writer.
 
 use mosaic_bus::error::Code;
 
@@ -1520,4 +1523,39 @@ fn read_verbs_get_a_shared_core() {
             "{name} is not a read row"
         );
     }
+}
+
+/// What a staged verb's slow part runs knows nothing of the store or the
+/// writer (issue 32): `project/` (Git), `usage/` (transcripts), the
+/// organization file (`organization.rs`) and `budget.rs` import only
+/// `budget`, `error`, `config` and `policy`, and each other within their
+/// own folder. So a slow part can't take the store's connection or a
+/// `Core` off the writer.
+#[test]
+fn the_slow_parts_know_nothing_of_the_store_or_the_writer() {
+    let graph = module_graph(&root().join("broker/src"));
+    let allowed = |from: &str, to: &str| {
+        let top = |m: &str| m.split("::").next().unwrap_or(m).to_string();
+        ["budget", "error", "config", "policy"]
+            .iter()
+            .any(|a| to == *a || to.starts_with(&format!("{a}::")))
+            || top(from) == top(to)
+    };
+    let mut found = Vec::new();
+    for (from, tos) in &graph {
+        let slow = ["project", "usage", "organization", "budget"]
+            .iter()
+            .any(|m| from == m || from.starts_with(&format!("{m}::")));
+        if !slow {
+            continue;
+        }
+        for to in tos.iter().filter(|to| !allowed(from, to)) {
+            found.push(format!("{from} → {to}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a slow part imports above itself:\n{}",
+        found.join("\n")
+    );
 }

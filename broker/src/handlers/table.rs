@@ -14,7 +14,7 @@ use super::ops::{
 };
 use super::staged::Serial;
 use super::verbs::{
-    decisions, events, launch, messages, names, organization, project, reads, reviews, roles,
+    decisions, events, launch, messages, names, organization, projects, reads, reviews, roles,
     threads, usage,
 };
 use crate::error::Code;
@@ -145,7 +145,7 @@ pub const VERBS: &[VerbRow] = &[
         sessions: ROLE,
         run: Run::StagedWhen(
             decisions::cites_spec,
-            project::cited_raise,
+            projects::cited_raise,
             run::<decisions::Raise>,
         ),
     },
@@ -189,21 +189,21 @@ pub const VERBS: &[VerbRow] = &[
     read("seal", VIEWER_NO_TESTER, answer::<reads::Seal>),
     inline("assistant.stop", HUMAN, run::<threads::AssistantStop>),
     inline("staff.request", ROLE, run::<messages::StaffRequest>),
-    inline("project.create", HUMAN, run::<threads::ProjectCreate>),
-    read("project.list", HUMAN, answer::<threads::ProjectList>),
+    inline("project.create", HUMAN, run::<projects::ProjectCreate>),
+    read("project.list", HUMAN, answer::<projects::ProjectList>),
     inline("thread.create", HUMAN, run::<threads::ThreadCreate>),
     read("thread.list", HUMAN, answer::<threads::ThreadList>),
     inline("thread.open", HUMAN, run::<threads::ThreadOpen>),
     inline("thread.send", HUMAN, run::<threads::ThreadSend>),
     read("thread.messages", HUMAN, answer::<threads::ThreadMessages>),
-    staged("spec.read", ROLE, project::spec_read, Serial::Free),
-    staged("record.write", ROLE, project::record_write, Serial::Free),
-    staged("project.files", HUMAN_NAMED, project::files, Serial::Free),
-    staged("project.file", HUMAN_NAMED, project::file, Serial::Free),
+    staged("spec.read", ROLE, projects::spec_read, Serial::Free),
+    staged("record.write", ROLE, projects::record_write, Serial::Free),
+    staged("project.files", HUMAN_NAMED, projects::files, Serial::Free),
+    staged("project.file", HUMAN_NAMED, projects::file, Serial::Free),
     staged(
         "project.file.save",
         HUMAN_NAMED,
-        project::save,
+        projects::save,
         Serial::Free,
     ),
     staged("usage.begin", ROLE, usage::begin, Serial::PerRun),

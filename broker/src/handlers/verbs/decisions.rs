@@ -97,7 +97,7 @@ fn is_key(options: &[(String, String)], v: &str) -> bool {
 ///
 /// A raise that cites the spec (`spec_path` with `spec_commit`, and its
 /// `project`) reads the project's Git repository before it is raised: the
-/// server stages it (`verbs::project::is_staged`), the Git side checks the
+/// server stages it (`cites_spec`, `projects::cited_raise`), the Git side checks the
 /// citation against the current committed spec, and the writer then runs
 /// every usual check again and stores the citation.
 pub struct Raise {
@@ -234,7 +234,7 @@ impl Verb for Raise {
     }
 
     /// An uncited raise; a cited one is staged (`cites_spec`,
-    /// `project::cited_raise`).
+    /// `projects::cited_raise`).
     fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         self.raise(core, caller)
     }

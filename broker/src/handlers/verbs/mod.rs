@@ -10,7 +10,7 @@ pub(crate) mod launch;
 pub mod messages;
 pub(crate) mod names;
 pub(crate) mod organization;
-pub(crate) mod project;
+pub(crate) mod projects;
 pub(crate) mod reads;
 pub(crate) mod reviews;
 pub(crate) mod roles;

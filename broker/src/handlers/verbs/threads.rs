@@ -1,7 +1,6 @@
-//! Projects and threads (3i row 121): the human's `project.create`,
-//! `project.list`, `thread.create`, `thread.list`, `thread.open`,
-//! `thread.send` and `thread.messages`, and the launcher's trusted
-//! `threadsState` and `threadIdle`.
+//! Threads (3i row 121): the human's `thread.create`, `thread.list`,
+//! `thread.open`, `thread.send` and `thread.messages` (the launcher's
+//! trusted `threadsState` and `threadIdle` are host ops, `ops/threads.rs`).
 //!
 //! A thread belongs to the business's human (its user) and to the
 //! business's one thread instance. The human reaches only their own
@@ -28,7 +27,7 @@ const PAGE: usize = 50;
 const PAGE_MAX: usize = 200;
 
 /// A name argument: a string of 1 to 200 printable characters.
-fn name(args: &mut Fields, key: &str) -> Result<String, Code> {
+pub(crate) fn name(args: &mut Fields, key: &str) -> Result<String, Code> {
     let n = args.str(key, rules::NAME_MAX * 4)?;
     if !rules::valid_name(&n) {
         return Err(Code::InvalidRequest);
@@ -44,63 +43,6 @@ fn own_thread(conn: &rusqlite::Connection, biz: &Business, id: &str) -> Result<T
         return Err(Code::ThreadNotOwned);
     }
     Ok(th)
-}
-
-/// `project.create {name, repo?}` → `{id}`.
-pub struct ProjectCreate {
-    name: String,
-    repo: Option<String>,
-}
-
-impl Verb for ProjectCreate {
-    fn parse(mut args: Fields) -> Result<Self, Code> {
-        let name = name(&mut args, "name")?;
-        let repo = args.opt_str("repo", 64)?;
-        args.finish()?;
-        Ok(ProjectCreate { name, repo })
-    }
-
-    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
-        let config = core.config.clone();
-        let biz = config.business(caller.business())?;
-        if let Some(r) = &self.repo {
-            if !biz.projects.contains_key(r) {
-                return Err(Code::UnknownRepo);
-            }
-        }
-        let id = ids::uuid();
-        core.store.write(|t| {
-            if store::project_named(&t.tx, &biz.id, &self.name)? {
-                return Err(Code::ProjectExists);
-            }
-            let at = store::insert_project(
-                t,
-                &biz.id,
-                &id,
-                &self.name,
-                self.repo.as_deref(),
-                &biz.human,
-            )?;
-            Ok(json!({"id": id, "at": at}))
-        })
-    }
-}
-
-/// `project.list` → the business's projects, oldest first.
-pub struct ProjectList;
-
-impl ReadVerb for ProjectList {
-    fn parse(args: Fields) -> Result<Self, Code> {
-        args.finish()?;
-        Ok(ProjectList)
-    }
-
-    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
-        Ok(Value::Array(store::projects(
-            core.store.conn(),
-            caller.business(),
-        )?))
-    }
 }
 
 /// `thread.create {project, name}` → `{id, instance}`.

@@ -1,4 +1,6 @@
-//! The verbs whose Git side runs off the writer thread (3i rows 138 and
+//! The project verbs: the human's `project.create` and `project.list`
+//! (3i row 121: a project groups threads), and the verbs whose Git side
+//! runs off the writer thread (3i rows 138 and
 //! 148): `spec.read`, a cited `decision.raise`, `record.write`, and the
 //! human's editor verbs `project.files`, `project.file`,
 //! `project.file.save`. Each is a [`GitStaged`]: its writer-side part
@@ -8,18 +10,21 @@
 
 use super::decisions::Raise;
 use super::messages;
+use super::threads::name;
 use crate::authorize;
 use crate::config::Business;
 use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
-use crate::handlers::handler::{role_session, Verb};
+use crate::handlers::handler::{role_session, ReadVerb, Verb};
 use crate::handlers::staged::{Prepared, Slow, Staged};
+use crate::ids;
 use crate::policy::routing;
 use crate::project::write::{self, Author, Kind, RecordPath};
 use crate::project::{is_full_sha, records, Done, Job, Receipt, Work, SPEC_PATH};
 use crate::store::evidence::{self, Actor};
 use crate::store::messages as msgs;
+use crate::store::threads as store;
 use serde_json::{json, Value};
 
 /// The definitions whose instances get the spec review notice (3i row 143).
@@ -99,6 +104,63 @@ pub fn cited_raise(core: &mut Core, caller: &Caller, args: Fields) -> Result<Pre
         job,
         then: Then::Raise(Box::new(raise)),
     }))
+}
+
+/// `project.create {name, repo?}` → `{id}`.
+pub struct ProjectCreate {
+    name: String,
+    repo: Option<String>,
+}
+
+impl Verb for ProjectCreate {
+    fn parse(mut args: Fields) -> Result<Self, Code> {
+        let name = name(&mut args, "name")?;
+        let repo = args.opt_str("repo", 64)?;
+        args.finish()?;
+        Ok(ProjectCreate { name, repo })
+    }
+
+    fn apply(self, core: &mut Core, caller: &Caller) -> Result<Value, Code> {
+        let config = core.config.clone();
+        let biz = config.business(caller.business())?;
+        if let Some(r) = &self.repo {
+            if !biz.projects.contains_key(r) {
+                return Err(Code::UnknownRepo);
+            }
+        }
+        let id = ids::uuid();
+        core.store.write(|t| {
+            if store::project_named(&t.tx, &biz.id, &self.name)? {
+                return Err(Code::ProjectExists);
+            }
+            let at = store::insert_project(
+                t,
+                &biz.id,
+                &id,
+                &self.name,
+                self.repo.as_deref(),
+                &biz.human,
+            )?;
+            Ok(json!({"id": id, "at": at}))
+        })
+    }
+}
+
+/// `project.list` → the business's projects, oldest first.
+pub struct ProjectList;
+
+impl ReadVerb for ProjectList {
+    fn parse(args: Fields) -> Result<Self, Code> {
+        args.finish()?;
+        Ok(ProjectList)
+    }
+
+    fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
+        Ok(Value::Array(store::projects(
+            core.store.conn(),
+            caller.business(),
+        )?))
+    }
 }
 
 /// The business and the repository of `project`.
