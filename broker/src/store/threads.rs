@@ -60,8 +60,18 @@ pub fn project_exists(conn: &Connection, business: &str, id: &str) -> Result<boo
         .map_err(sql)
 }
 
+/// A project as its row holds it.
+#[derive(Debug, Clone)]
+pub struct ProjectRow {
+    pub id: String,
+    pub name: String,
+    pub repo: Option<String>,
+    pub by: String,
+    pub at: String,
+}
+
 /// The business's projects, oldest first.
-pub fn projects(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+pub fn projects(conn: &Connection, business: &str) -> Result<Vec<ProjectRow>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT id, name, repo, by, at FROM projects WHERE business = ?1 ORDER BY seq",
@@ -69,13 +79,13 @@ pub fn projects(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
         .map_err(sql)?;
     let rows = s
         .query_map([business], |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "name": r.get::<_, String>(1)?,
-                "repo": r.get::<_, Option<String>>(2)?,
-                "by": r.get::<_, String>(3)?,
-                "at": r.get::<_, String>(4)?,
-            }))
+            Ok(ProjectRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                repo: r.get(2)?,
+                by: r.get(3)?,
+                at: r.get(4)?,
+            })
         })
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)

@@ -156,10 +156,11 @@ impl ReadVerb for ProjectList {
     }
 
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
-        Ok(Value::Array(store::projects(
-            core.store.conn(),
-            caller.business(),
-        )?))
+        let rows = store::projects(core.store.conn(), caller.business())?;
+        Ok(rows
+            .into_iter()
+            .map(|p| json!({"id": p.id, "name": p.name, "repo": p.repo, "by": p.by, "at": p.at}))
+            .collect())
     }
 }
 
