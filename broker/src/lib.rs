@@ -28,9 +28,9 @@ pub mod handlers;
 pub mod host;
 pub mod ids;
 
+pub mod git;
 pub mod organization;
 pub mod policy;
-pub mod project;
 pub mod proof;
 pub mod runtime;
 pub mod sealer;
@@ -39,7 +39,7 @@ pub mod store;
 pub mod time;
 pub mod tokens;
 pub mod tools;
-pub mod usage;
+pub mod transcripts;
 
 pub mod writer;
 

@@ -1526,7 +1526,7 @@ fn read_verbs_get_a_shared_core() {
 }
 
 /// What a staged verb's slow part runs knows nothing of the store or the
-/// writer (issue 32): `project/` (Git), `usage/` (transcripts), the
+/// writer (issue 32): `git/` (the records' Git), `transcripts/`, the
 /// organization file (`organization.rs`) and `budget.rs` import only
 /// `budget`, `error`, `config` and `policy`, and each other within their
 /// own folder. So a slow part can't take the store's connection or a
@@ -1543,7 +1543,7 @@ fn the_slow_parts_know_nothing_of_the_store_or_the_writer() {
     };
     let mut found = Vec::new();
     for (from, tos) in &graph {
-        let slow = ["project", "usage", "organization", "budget"]
+        let slow = ["git", "transcripts", "organization", "budget"]
             .iter()
             .any(|m| from == m || from.starts_with(&format!("{m}::")));
         if !slow {

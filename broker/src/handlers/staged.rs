@@ -14,7 +14,7 @@
 use crate::budget::Budget;
 use crate::core::{Caller, Core};
 use crate::error::Code;
-use crate::project::Fence;
+use crate::git::Fence;
 use serde_json::Value;
 use std::any::Any;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use crate::budget::Budget;
 use crate::error::Code;
 use crate::handlers::{self, Found, Serial, Slow};
 use crate::proof::ProofGate;
-use crate::usage::shared::{finished, Entered};
+use crate::transcripts::shared::{finished, Entered};
 use crate::writer::Writer;
 use envelope::{refusal, Auth};
 use mosaic_proofd::procfs::{AcceptedPeer, PeerPin, ProcError};
@@ -41,8 +41,8 @@ pub struct Ctx {
     /// Bounds open connections by shedding the oldest idle one.
     pub admission: Arc<admission::Admission>,
     /// The runs whose transcript a usage call is reading now: one reading
-    /// per run at a time (`crate::usage::shared`).
-    pub readings: Arc<crate::usage::shared::Readings>,
+    /// per run at a time (`crate::transcripts::shared`).
+    pub readings: Arc<crate::transcripts::shared::Readings>,
 }
 
 impl Ctx {
@@ -363,7 +363,7 @@ async fn staged(
         Ok(Ok(p)) => p,
         Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
     };
-    // One reading of a run's transcript at a time (`crate::usage::shared`):
+    // One reading of a run's transcript at a time (`crate::transcripts::shared`):
     // a call that finds another of its run reading waits for it, then is
     // prepared again, and a call on the same turn now finds that call's
     // record and answers it without reading anything. The lead is held

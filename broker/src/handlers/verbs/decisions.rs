@@ -124,12 +124,12 @@ pub fn cite_job(
     business: &str,
     project: &str,
     commit: &str,
-) -> Result<crate::project::Job, Code> {
+) -> Result<crate::git::Job, Code> {
     let b = core.config.business(business)?;
     let repo = b.projects.get(project).ok_or(Code::UnknownProject)?.clone();
-    Ok(crate::project::Job::new(
+    Ok(crate::git::Job::new(
         repo,
-        crate::project::Work::SpecCite {
+        crate::git::Work::SpecCite {
             human: b.human.clone(),
             commit: commit.to_string(),
         },
@@ -147,9 +147,7 @@ fn parse_citation(
     match (path, commit) {
         (None, None) => Ok(None),
         (Some(Value::String(p)), Some(Value::String(c)))
-            if project.is_some()
-                && p == crate::project::SPEC_PATH
-                && crate::project::is_full_sha(&c) =>
+            if project.is_some() && p == crate::git::SPEC_PATH && crate::git::is_full_sha(&c) =>
         {
             Ok(Some((p, c)))
         }
@@ -258,7 +256,7 @@ impl Raise {
         &self,
         core: &mut Core,
         caller: &Caller,
-    ) -> Result<Option<crate::project::Job>, Code> {
+    ) -> Result<Option<crate::git::Job>, Code> {
         let Some((_, commit)) = &self.citation else {
             return Ok(None);
         };

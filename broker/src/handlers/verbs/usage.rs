@@ -6,7 +6,7 @@
 //!
 //! Both are staged verbs ([`Call`]): the writer-side part checks the
 //! caller and looks for a recorded result; the transcript is read off the
-//! writer (`crate::usage`), one reading per run at a time; the finish
+//! writer (`crate::transcripts`), one reading per run at a time; the finish
 //! writes the record on the writer. A call whose result is already
 //! recorded (a replay) reads nothing and answers that record again, so
 //! nothing is charged twice.
@@ -22,8 +22,8 @@ use crate::store::evidence;
 use crate::store::messages as msgs;
 use crate::store::usage::{self as records, Kind, NewReading, NewUsageRecord, UsageRecord};
 use crate::store::Tx;
-use crate::usage::transcript::Baseline;
-use crate::usage::{self, Reading};
+use crate::transcripts::transcript::Baseline;
+use crate::transcripts::{self, Reading};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -84,12 +84,12 @@ impl Staged for Call {
             Call::End(_, base) => {
                 let base = base.take();
                 Box::new(move |budget| {
-                    usage::end(&source, transcript.as_deref(), base.as_ref(), &budget)
+                    transcripts::end(&source, transcript.as_deref(), base.as_ref(), &budget)
                         .map(Found::Known)
                 })
             }
             _ => Box::new(move |budget| {
-                usage::begin(&source, transcript.as_deref(), &budget)
+                transcripts::begin(&source, transcript.as_deref(), &budget)
                     .map(|b| Found::Baseline(b.to_json()))
             }),
         };

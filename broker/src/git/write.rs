@@ -7,7 +7,7 @@
 //! own ref lock (`<ref>.lock`), only if it still points where the write
 //! started. Blocking: a worker thread runs it.
 
-use super::git::Repo;
+use super::repo::Repo;
 use super::Fence;
 use crate::budget::Budget;
 use crate::error::Code;
@@ -404,7 +404,7 @@ pub fn commit_file(
         .write_object(&commit)
         .map_err(|_| fail("cannot write the commit"))?
         .detach();
-    super::git::test_pause("ref", budget);
+    super::repo::test_pause("ref", budget);
     // The one step that writes: started only with time for it, and only
     // while the server still waits for this job.
     if budget.left() < REF_RESERVE {

@@ -311,7 +311,7 @@ pub fn baseline(path: &Path, budget: &Budget) -> Result<Baseline, Code> {
 }
 
 /// What a turn appended to one file, held in memory: the form the sources'
-/// unit tests build a turn in (`usage::outcome_of`); a turn's end streams
+/// unit tests build a turn in (`transcripts::outcome_of`); a turn's end streams
 /// the same lines instead ([`Tailed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {

@@ -8,7 +8,7 @@
 //! finds the leader's record and answers it (a replay: nothing read,
 //! nothing charged twice) and a call on another turn leads in its turn. So
 //! a run's transcript costs the broker one reading's memory at a time
-//! (one line and a read buffer, `usage::transcript::LINE_MAX`), however
+//! (one line and a read buffer, `transcripts::transcript::LINE_MAX`), however
 //! many calls its runner fires (issue 29: four concurrent ends on one turn
 //! were four readings of it).
 //!

@@ -7,14 +7,14 @@
 //! (`crate::budget`) and waits for it no longer ([`Fence`]), and the writer
 //! side finishes it (the reply's token check, or the refusal's evidence).
 
-pub mod git;
 pub mod records;
+pub mod repo;
 pub mod write;
 
 use crate::error::Code;
-use git::Repo;
 use gix::objs::tree::EntryKind;
 use gix::ObjectId;
+use repo::Repo;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -119,7 +119,7 @@ impl Job {
     }
 
     /// Runs the Git side within `budget` (every step gets what is left of
-    /// it: [`git::Repo`]). Blocking: call it on a worker thread.
+    /// it: [`repo::Repo`]). Blocking: call it on a worker thread.
     pub fn run(self, budget: crate::budget::Budget) -> Result<Done, Code> {
         let reply = |reply| Done {
             reply,
