@@ -1559,3 +1559,41 @@ fn the_slow_parts_know_nothing_of_the_store_or_the_writer() {
         found.join("\n")
     );
 }
+
+/// The edge knows no request by name (issue 32): `server/`, `host/` and
+/// `runtime.rs` spell no verb's and no host op's name, so how a request
+/// runs (inline, read, staged and how its requests are ordered) is its
+/// table row's alone, and adding a verb never touches the edge.
+#[test]
+fn the_edge_names_no_verb_and_no_host_op() {
+    use mosaic_bus::handlers::{HOST_OPS, VERBS};
+    let names: BTreeSet<&str> = VERBS
+        .iter()
+        .map(|v| v.name)
+        .chain(HOST_OPS.iter().map(|o| o.name))
+        .collect();
+    let src = root().join("broker/src");
+    let mut files = vec![src.join("runtime.rs")];
+    files.extend(rust_files(&src.join("server")));
+    files.extend(rust_files(&src.join("host")));
+    let mut found = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).expect("read source");
+        // A file's unit tests may speak the wire.
+        let tests_from = text
+            .lines()
+            .position(|l| l.trim() == "#[cfg(test)]")
+            .map_or(usize::MAX, |i| i + 1);
+        let l = lex(&text);
+        for (line, s) in &l.strings {
+            if *line < tests_from && names.contains(s.as_str()) {
+                found.push(format!("{}:{line}: {s:?}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the edge names a request:\n{}",
+        found.join("\n")
+    );
+}

@@ -53,7 +53,11 @@ pub fn served_verbs() -> impl Iterator<Item = &'static str> {
 /// How the server orders a request of `verb` with these args, when it is
 /// staged (`None`: it runs inline on the writer).
 pub fn staged_as(verb: &str, args: Option<&Map<String, Value>>) -> Option<Serial> {
-    match lookup(verb)?.run {
+    serial_of(lookup(verb)?, args)
+}
+
+fn serial_of(row: &VerbRow, args: Option<&Map<String, Value>>) -> Option<Serial> {
+    match row.run {
         Run::Inline(_) | Run::Read(_) => None,
         Run::Staged(_, serial) => Some(serial),
         Run::StagedWhen(when, _, _) => when(args).then_some(Serial::Free),
@@ -75,15 +79,16 @@ pub fn dispatch(
     verb: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<Value, Code> {
-    if is_staged(verb, args.as_ref()) {
+    let row = lookup(verb);
+    if row.is_some_and(|r| serial_of(r, args.as_ref()).is_some()) {
         let mut prepared = prepare_staged(core, caller, verb, args)?;
         let found = prepared.run_here(Budget::start());
         return finish_staged(core, caller, verb, prepared, found);
     }
     // Taken before the handler consumes the args; only a refusal uses it.
     let subject = refusal::subject_of(args.as_ref());
-    let ran = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
-        let reply = match lookup(verb).map(|row| row.run) {
+    let ran = check_entry(core, caller, row, args.as_ref()).and_then(|()| {
+        let reply = match row.map(|r| r.run) {
             Some(Run::Inline(h) | Run::StagedWhen(_, _, h)) => h(core, caller, Fields::of(args))?,
             Some(Run::Read(h)) => h(core, caller, Fields::of(args))?,
             Some(Run::Staged(..)) | None => return Err(Code::UnknownVerb),
@@ -103,8 +108,9 @@ pub fn prepare_staged(
     args: Option<Map<String, Value>>,
 ) -> Result<Prepared, Code> {
     let subject = refusal::subject_of(args.as_ref());
-    let prepared = check_entry(core, caller, verb, args.as_ref()).and_then(|()| {
-        let prepare = match lookup(verb).map(|row| row.run) {
+    let row = lookup(verb);
+    let prepared = check_entry(core, caller, row, args.as_ref()).and_then(|()| {
+        let prepare = match row.map(|row| row.run) {
             Some(Run::Staged(p, _) | Run::StagedWhen(_, p, _)) => p,
             Some(Run::Inline(_) | Run::Read(_)) | None => return Err(Code::UnknownVerb),
         };
@@ -164,10 +170,10 @@ fn refused(
 fn check_entry(
     core: &Core,
     caller: &Caller,
-    verb: &str,
+    row: Option<&VerbRow>,
     args: Option<&Map<String, Value>>,
 ) -> Result<(), Code> {
-    let entry = lookup(verb).ok_or(Code::UnknownVerb)?;
+    let entry = row.ok_or(Code::UnknownVerb)?;
     if let (Caller::Tester { .. }, Some(code)) = (caller, entry.sessions.tester) {
         return Err(code);
     }
