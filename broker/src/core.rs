@@ -151,7 +151,7 @@ pub struct Core {
     batch_undo: Vec<Undo>,
     /// A read-only connection to the seals file, for the `seal` verb
     /// (`None` in a core made without a runtime).
-    pub seals: Option<rusqlite::Connection>,
+    pub seals: Option<crate::store::seals::SealsReader>,
 }
 
 impl Core {

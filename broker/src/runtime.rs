@@ -150,7 +150,7 @@ fn start_locked(
     }
     // Seals what the last run left unsealed, then every `sealSeconds`.
     let sealer = seals_file.start(&bus.db_path(), Duration::from_secs(config.seal_seconds))?;
-    core.seals = Some(crate::store::seals::open_read(&bus.seals_path())?);
+    core.seals = Some(crate::store::seals::SealsReader::open(&bus.seals_path())?);
     let (writer, thread) = Writer::spawn(core);
     let ctx = Arc::new(Ctx {
         writer: writer.clone(),

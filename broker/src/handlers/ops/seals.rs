@@ -8,7 +8,7 @@ use crate::core::Core;
 use crate::error::Code;
 use crate::handlers::fields::Fields;
 use crate::handlers::handler::{Op, Outside};
-use crate::store::seals;
+use crate::store::seals::SealsReader;
 use serde_json::Value;
 use std::path::Path;
 
@@ -35,19 +35,20 @@ impl Seals {
 
     /// The answer from the seals file at `path`.
     pub fn answer(&self, path: &Path) -> Result<Value, Code> {
-        let conn = seals::open_read(path).map_err(|_| Code::StorageUnavailable)?;
-        self.from(&conn)
+        let reader = SealsReader::open(path).map_err(|_| Code::StorageUnavailable)?;
+        self.from(&reader)
     }
 
     /// The answer from an open seals file (on the writer thread only when
     /// a core is driven without a runtime).
     pub fn apply(self, core: &mut Core) -> Result<Value, Code> {
-        let conn = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
-        self.from(conn)
+        let reader = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
+        self.from(reader)
     }
 
-    fn from(&self, conn: &rusqlite::Connection) -> Result<Value, Code> {
-        let list = seals::after(conn, self.after.unwrap_or(0), PAGE)
+    fn from(&self, reader: &SealsReader) -> Result<Value, Code> {
+        let list = reader
+            .after(self.after.unwrap_or(0), PAGE)
             .map_err(|_| Code::StorageUnavailable)?;
         Ok(Value::Array(list.iter().map(|s| s.to_json()).collect()))
     }

@@ -135,8 +135,8 @@ no_args!(Seal, seal);
 /// read from the seals file. It covers the whole store, not one business:
 /// the anchor an auditor keeps (`docs/seals.md`).
 fn seal(core: &Core, _caller: &Caller) -> Result<Value, Code> {
-    let conn = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
-    let newest = crate::store::seals::newest(conn).map_err(|_| Code::StorageUnavailable)?;
+    let seals = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
+    let newest = seals.newest().map_err(|_| Code::StorageUnavailable)?;
     Ok(newest.map_or(Value::Null, |s| s.newest_json()))
 }
 
