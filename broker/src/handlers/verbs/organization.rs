@@ -8,7 +8,7 @@
 //! now, refuse a stale `revision` of the caller's part before anything is
 //! written, apply the change to a copy of the part, run the shape and route
 //! checks, then write the receipt (`organization.changed`, with the actor)
-//! in the store and hand back a [`Job`]: the file's replacement
+//! in the store and hand back a [`FileStep`]: the file's replacement
 //! (`crate::organization::write`), which the server runs off the writer
 //! thread once the receipt's COMMIT is durable, one organization write at a
 //! time (the file step of one write ends before the next reads the file). A
@@ -115,7 +115,7 @@ fn writer<'a>(core: &Core, caller: &'a Caller) -> Result<Writer<'a>, Code> {
 }
 
 /// An organization write whose receipt is written: the file's replacement.
-pub struct Job {
+pub struct FileStep {
     path: std::path::PathBuf,
     next: Organization,
     reply: Value,
@@ -124,12 +124,12 @@ pub struct Job {
     revision: u64,
 }
 
-impl Job {
+impl FileStep {
     /// Replaces the file (off the writer thread, after the receipt's
     /// COMMIT). A failure leaves a receipt whose change the file may not
     /// hold: `outcome-unknown`.
     pub fn run(self) -> Result<Value, Code> {
-        let Job {
+        let FileStep {
             path,
             next,
             reply,
@@ -153,7 +153,7 @@ impl Job {
 
 /// A prepared organization write: its receipt is committed, its file
 /// step is left.
-pub struct Write(Option<Job>);
+pub struct Write(Option<FileStep>);
 
 impl Staged for Write {
     type Found = Value;
@@ -194,7 +194,7 @@ fn prepare_change(
     revision: u64,
     keys: &[&str],
     edit: impl FnOnce(&mut Part, &Business) -> Result<bool, Code>,
-) -> Result<Job, Code> {
+) -> Result<FileStep, Code> {
     let w = writer(core, caller)?;
     let file = org_file(core)?;
     let current = file.read()?;
@@ -228,7 +228,7 @@ fn prepare_change(
             &body,
         )
     })?;
-    Ok(Job {
+    Ok(FileStep {
         path: file.path,
         next,
         reply,
@@ -280,7 +280,12 @@ impl SetArgs {
         })
     }
 
-    fn write_job(self, core: &mut Core, caller: &Caller, verb: &'static str) -> Result<Job, Code> {
+    fn file_step(
+        self,
+        core: &mut Core,
+        caller: &Caller,
+        verb: &'static str,
+    ) -> Result<FileStep, Code> {
         let SetArgs {
             revision,
             limits,
@@ -326,7 +331,7 @@ impl StagedVerb for OrganizationSet {
 
     fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
         self.0
-            .write_job(core, caller, "organization.set")
+            .file_step(core, caller, "organization.set")
             .map(|j| Write(Some(j)))
     }
 }
@@ -343,7 +348,7 @@ impl StagedVerb for LimitsSet {
 
     fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
         self.0
-            .write_job(core, caller, "limits.set")
+            .file_step(core, caller, "limits.set")
             .map(|j| Write(Some(j)))
     }
 }
@@ -450,12 +455,12 @@ impl StagedVerb for InstancesSet {
     }
 
     fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
-        self.write_job(core, caller).map(|j| Write(Some(j)))
+        self.file_step(core, caller).map(|j| Write(Some(j)))
     }
 }
 
 impl InstancesSet {
-    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
+    fn file_step(self, core: &mut Core, caller: &Caller) -> Result<FileStep, Code> {
         let InstancesSet {
             revision,
             instance,
@@ -552,12 +557,12 @@ impl StagedVerb for RoutesSet {
     }
 
     fn stage(self, core: &mut Core, caller: &Caller) -> Result<Write, Code> {
-        self.write_job(core, caller).map(|j| Write(Some(j)))
+        self.file_step(core, caller).map(|j| Write(Some(j)))
     }
 }
 
 impl RoutesSet {
-    fn write_job(self, core: &mut Core, caller: &Caller) -> Result<Job, Code> {
+    fn file_step(self, core: &mut Core, caller: &Caller) -> Result<FileStep, Code> {
         let RoutesSet { revision, routes } = self;
         prepare_change(
             core,
