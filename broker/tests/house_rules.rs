@@ -1596,3 +1596,56 @@ fn the_edge_names_no_verb_and_no_host_op() {
         found.join("\n")
     );
 }
+
+/// The broker's import ladder (`docs/architecture.md`, "Import
+/// direction"), top to bottom. A module imports only modules on its own
+/// rung or below; a new top-level module must be given a rung here.
+const LADDER: &[&[&str]] = &[
+    &["runtime", "server", "host", "proof", "tools", "sealer"],
+    &["handlers"],
+    &["writer", "core", "authorize"],
+    &[
+        "store",
+        "policy",
+        "git",
+        "transcripts",
+        "organization",
+        "budget",
+        "credentials",
+        "tokens",
+        "environ",
+    ],
+    &["config", "ids", "time", "error"],
+];
+
+/// Imports run downward (issue 32): no module of the broker's library
+/// names a module on a rung above its own.
+#[test]
+fn imports_run_down_the_ladder() {
+    let rung = |m: &str| {
+        let top = m.split("::").next().unwrap_or(m);
+        LADDER.iter().position(|r| r.contains(&top))
+    };
+    let graph = module_graph(&root().join("broker/src"));
+    let mut found = Vec::new();
+    for (from, tos) in &graph {
+        if from == "crate" {
+            continue;
+        }
+        let Some(rf) = rung(from) else {
+            found.push(format!("{from}: on no rung of LADDER"));
+            continue;
+        };
+        for to in tos.iter().filter(|t| *t != "crate") {
+            match rung(to) {
+                Some(rt) if rt >= rf => {}
+                _ => found.push(format!("{from} → {to}")),
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "imports up the ladder:\n{}",
+        found.join("\n")
+    );
+}
