@@ -21,7 +21,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use transcript::{Baseline, Part, Tailed};
 
-pub use crate::policy::usage::Tokens;
+/// One turn's token counts from one source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_write: u64,
+    pub cache_read: u64,
+}
 
 /// The largest count or sum a reading may hold: the store's integer.
 pub const COUNT_MAX: u64 = i64::MAX as u64;
