@@ -144,13 +144,15 @@ fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Thread> {
     })
 }
 
-/// A user's threads in the business (of one project, when given), oldest first.
+/// A user's threads in the business (of one project, when given), oldest
+/// first: `{id, project, instance, name, at}` of each (the business and the
+/// user are the ones asked for).
 pub fn threads_of(
     conn: &Connection,
     business: &str,
     user: &str,
     project: Option<&str>,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<Thread>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT id, project, instance, name, at FROM threads
@@ -159,13 +161,15 @@ pub fn threads_of(
         .map_err(sql)?;
     let rows = s
         .query_map(params![business, user, project], |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "project": r.get::<_, String>(1)?,
-                "instance": r.get::<_, String>(2)?,
-                "name": r.get::<_, String>(3)?,
-                "at": r.get::<_, String>(4)?,
-            }))
+            Ok(Thread {
+                id: r.get(0)?,
+                business: business.to_string(),
+                project: r.get(1)?,
+                instance: r.get(2)?,
+                user: user.to_string(),
+                name: r.get(3)?,
+                at: r.get(4)?,
+            })
         })
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)

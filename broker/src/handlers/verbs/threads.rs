@@ -108,7 +108,13 @@ impl ReadVerb for ThreadList {
             }
         }
         let list = store::threads_of(conn, &biz.id, &biz.human, self.project.as_deref())?;
-        Ok(Value::Array(list))
+        Ok(list
+            .into_iter()
+            .map(|t| {
+                json!({"id": t.id, "project": t.project, "instance": t.instance,
+                       "name": t.name, "at": t.at})
+            })
+            .collect())
     }
 }
 
