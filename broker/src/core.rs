@@ -5,10 +5,21 @@
 use crate::config::{BootConfig, LaunchRecord};
 use crate::error::Code;
 use crate::ids;
+use crate::store::evidence::Actor;
 use crate::store::Store;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The reserved human recipient (`policy::routing`'s) and the human
+/// CLI's run: the actor of what a human session records.
+pub use crate::policy::routing::HUMAN;
+pub const HUMAN_RUN: &str = "human-cli";
+/// The human's CLI as the actor of what it records.
+pub const HUMAN_ACTOR: Actor<'static> = Actor::of(HUMAN, HUMAN_RUN);
+/// The tester address and the tester shim's run.
+pub const TESTER: &str = "tester";
+pub const TESTER_RUN: &str = "tester-cli";
 
 /// An open landing: who lands what, with which decision, as `checkLand`
 /// found it.
@@ -53,6 +64,32 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The role and run a session's evidence is recorded under; none for a
+    /// reader, which never writes.
+    pub fn actor(&self) -> Option<(&str, &str)> {
+        match self {
+            Caller::Role { role, run, .. } => Some((role, run)),
+            Caller::Human { .. } => Some((HUMAN, HUMAN_RUN)),
+            Caller::Tester { .. } => Some((TESTER, TESTER_RUN)),
+            Caller::Reader { .. } => None,
+        }
+    }
+
+    /// The role session behind a mutation, or the code for who may not
+    /// mutate.
+    pub fn role_session(&self) -> Result<(&str, &str, &str), Code> {
+        match self {
+            Caller::Role {
+                business,
+                role,
+                run,
+            } => Ok((business, role, run)),
+            Caller::Reader { .. } => Err(Code::ReadOnly),
+            Caller::Human { .. } => Err(Code::AgentRequired),
+            Caller::Tester { .. } => Err(Code::TesterRefused),
+        }
+    }
+
     pub fn business(&self) -> &str {
         match self {
             Caller::Role { business, .. }
@@ -114,7 +151,7 @@ pub struct Core {
     batch_undo: Vec<Undo>,
     /// A read-only connection to the seals file, for the `seal` verb
     /// (`None` in a core made without a runtime).
-    pub seals: Option<rusqlite::Connection>,
+    pub seals: Option<crate::store::seals::SealsReader>,
 }
 
 impl Core {

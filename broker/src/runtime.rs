@@ -1,12 +1,16 @@
 //! The embedded runtime: `start_broker(config)` does everything a boot does
-//! and returns a handle whose methods are the host ops, one method per op
-//! (`close` included). The forked and systemd modes drive this same handle
-//! from their host channel (`host::ops` only parses and calls).
+//! and returns a handle that runs any host op ([`Runtime::op`], or
+//! [`Runtime::run`] for a typed one) and closes. The forked and systemd
+//! modes drive this same handle from their host channel (`host::ops` only
+//! parses and calls). The named methods below are the embedded API's
+//! shorthands for the ops in-process hosts call most; each only builds the
+//! typed op.
 
 use crate::config::{BootConfig, LaunchRecord};
 use crate::core::Core;
 use crate::error::Code;
-use crate::ops::{authority, credentials, landing, launches, pushes, records, HostOp};
+use crate::handlers::ops::{authority, credentials, landing, launches, pushes, records};
+use crate::handlers::{HostOp, Op, Outside};
 use crate::proof::{ProofGate, Verifier};
 use crate::server::{self, Ctx};
 use crate::store::root::BusDir;
@@ -146,7 +150,7 @@ fn start_locked(
     }
     // Seals what the last run left unsealed, then every `sealSeconds`.
     let sealer = seals_file.start(&bus.db_path(), Duration::from_secs(config.seal_seconds))?;
-    core.seals = Some(crate::store::seals::open_read(&bus.seals_path())?);
+    core.seals = Some(crate::store::seals::SealsReader::open(&bus.seals_path())?);
     let (writer, thread) = Writer::spawn(core);
     let ctx = Arc::new(Ctx {
         writer: writer.clone(),
@@ -217,29 +221,35 @@ impl Runtime {
     }
 
     /// Runs one host op: what it must read off the writer first (a bind's
-    /// `/proc` start time), then the op itself on the writer thread. The
-    /// seals op never reaches the writer: it reads the seals file.
+    /// `/proc` start time; the seals op's whole answer, from the seals
+    /// file), then the op itself on the writer thread.
     pub fn op(&self, mut op: HostOp) -> Result<Value, Code> {
-        if let HostOp::BindLaunch(b) = &mut op {
-            b.set_start_seen(start_time_of(b.pid()));
-        }
-        if let HostOp::Seals(s) = &op {
-            return s.answer(&self.bus.seals_path());
+        let seals = self.bus.seals_path();
+        let outside = Outside {
+            start_time: &start_time_of,
+            seals: &seals,
+        };
+        if let Some(answer) = op.observe(&outside) {
+            return answer;
         }
         self.writer.run_blocking(move |c| op.apply(c))?
     }
 
+    /// Runs a typed host op (see [`Runtime::op`]).
+    pub fn run<O: Op>(&self, op: O) -> Result<Value, Code> {
+        self.op(HostOp::new(op))
+    }
+
     /// `bindLaunch`.
     pub fn bind_launch(&self, record: LaunchRecord) -> Result<Value, Code> {
-        let seen = start_time_of(record.pid);
-        self.op(HostOp::BindLaunch(launches::BindLaunch::new(record, seen)))
+        self.run(launches::BindLaunch::new(record, None))
     }
 
     /// `identity`.
     pub fn identity(&self, cap: &str) -> Result<Value, Code> {
-        self.op(HostOp::Identity(launches::Identity {
+        self.run(launches::Identity {
             cap: cap.to_string(),
-        }))
+        })
     }
 
     /// `endLaunch`.
@@ -250,12 +260,12 @@ impl Runtime {
         reason: &str,
         exit_code: Option<i64>,
     ) -> Result<Value, Code> {
-        self.op(HostOp::EndLaunch(launches::EndLaunch {
+        self.run(launches::EndLaunch {
             business: business.to_string(),
             run: run.to_string(),
             reason: reason.to_string(),
             exit_code,
-        }))
+        })
     }
 
     /// The trusted `authorize(cap, action, {target, decision, verdict})`:
@@ -269,53 +279,53 @@ impl Runtime {
         decision: Option<&str>,
         verdict: Option<&str>,
     ) -> Result<Value, Code> {
-        self.op(HostOp::Authorize(authority::Authorize {
+        self.run(authority::Authorize {
             cap: cap.to_string(),
             action: action.to_string(),
             target: target.map(str::to_string),
             decision: decision.map(str::to_string),
             verdict: verdict.map(str::to_string),
-        }))
+        })
     }
 
     /// `seals(after)`: the seals after `after` (all from the first when
-    /// `None`), oldest first, at most [`crate::ops::seals::PAGE`] of them.
+    /// `None`), oldest first, at most [`crate::handlers::ops::seals::PAGE`] of them.
     pub fn seals(&self, after: Option<i64>) -> Result<Value, Code> {
-        self.op(HostOp::Seals(crate::ops::seals::Seals { after }))
+        self.run(crate::handlers::ops::seals::Seals { after })
     }
 
     /// `threadsState(business)`: the launcher's view of every thread.
     pub fn threads_state(&self, business: &str) -> Result<Value, Code> {
-        self.op(HostOp::ThreadsState(crate::ops::threads::ThreadsState {
+        self.run(crate::handlers::ops::threads::ThreadsState {
             business: business.to_string(),
-        }))
+        })
     }
 
     /// `threadIdle({business, thread, run})`: the launcher's idle stop.
     pub fn thread_idle(&self, business: &str, thread: &str, run: &str) -> Result<Value, Code> {
-        self.op(HostOp::ThreadIdle(crate::ops::threads::ThreadIdle {
+        self.run(crate::handlers::ops::threads::ThreadIdle {
             business: business.to_string(),
             thread: thread.to_string(),
             run: run.to_string(),
-        }))
+        })
     }
 
     /// `authorizeLaunch`: `authorize(cap, 'role.launch', {target: instance})`,
     /// a refusal also recorded as `action.refused`.
     pub fn authorize_launch(&self, cap: &str, instance: &str) -> Result<Value, Code> {
-        self.op(HostOp::AuthorizeLaunch(authority::AuthorizeLaunch {
+        self.run(authority::AuthorizeLaunch {
             cap: cap.to_string(),
             instance: instance.to_string(),
-        }))
+        })
     }
 
     /// `refuse`: records a refusal the host decided itself as `action.refused`.
     pub fn refuse(&self, cap: &str, code: &str, subject: Option<&str>) -> Result<Value, Code> {
-        self.op(HostOp::Refuse(authority::Refuse {
+        self.run(authority::Refuse {
             cap: cap.to_string(),
             code: code.to_string(),
             subject: subject.map(str::to_string),
-        }))
+        })
     }
 
     /// The loaded credentials for the host's trusted in-process adapters
@@ -331,10 +341,10 @@ impl Runtime {
     /// `credentialStatus`: the role's `{service, date, state}` rows (never a
     /// token). `role` may be `@sync`, the business's tracker sync identity.
     pub fn credential_status(&self, business: &str, role: &str) -> Result<Value, Code> {
-        self.op(HostOp::CredentialStatus(credentials::CredentialStatus {
+        self.run(credentials::CredentialStatus {
             business: business.to_string(),
             role: role.to_string(),
-        }))
+        })
     }
 
     /// The trusted `recordEvent(cap, {kind, body, subject})`: `{event, at}`.
@@ -345,12 +355,12 @@ impl Runtime {
         body: Map<String, Value>,
         subject: Option<&str>,
     ) -> Result<Value, Code> {
-        self.op(HostOp::RecordEvent(records::RecordEvent {
+        self.run(records::RecordEvent {
             cap: cap.to_string(),
             kind: kind.to_string(),
             body,
             subject: subject.map(str::to_string),
-        }))
+        })
     }
 
     /// `recordTask`: one task snapshot as task sync stores it; `fields: None`
@@ -362,86 +372,55 @@ impl Runtime {
         read_at: &str,
         fields: Option<Map<String, Value>>,
     ) -> Result<Value, Code> {
-        self.op(HostOp::RecordTask(records::RecordTask {
+        self.run(records::RecordTask {
             business: business.to_string(),
             task_ref: task_ref.to_string(),
             read_at: read_at.to_string(),
             fields,
-        }))
-    }
-
-    /// `recordComments`: the task sync's new comments and cursor, in one
-    /// transaction. `{cursor, events}`.
-    pub fn record_comments(
-        &self,
-        business: &str,
-        task_ref: &str,
-        cursor: i64,
-        comments: Vec<records::Comment>,
-    ) -> Result<Value, Code> {
-        self.op(HostOp::RecordComments(records::RecordComments {
-            business: business.to_string(),
-            task_ref: task_ref.to_string(),
-            cursor,
-            comments,
-        }))
-    }
-
-    /// `commentCursor`: `{cursor (null before the first), epoch}`.
-    pub fn comment_cursor(&self, business: &str, task_ref: &str) -> Result<Value, Code> {
-        self.op(HostOp::CommentCursor(records::CommentCursor {
-            business: business.to_string(),
-            task_ref: task_ref.to_string(),
-        }))
+        })
     }
 
     /// `checkPush`: the caller's `git.push.working` authority before a push.
     pub fn check_push(&self, cap: &str, task_ref: &str) -> Result<Value, Code> {
-        self.op(HostOp::CheckPush(pushes::CheckPush {
+        self.run(pushes::CheckPush {
             cap: cap.to_string(),
             task_ref: task_ref.to_string(),
-        }))
+        })
     }
 
     /// `recordPush`: the push record once the work ref moved.
     pub fn record_push(&self, cap: &str, push: Map<String, Value>) -> Result<Value, Code> {
-        self.op(HostOp::RecordPush(pushes::RecordPush::new(
-            cap.to_string(),
-            push,
-        )))
+        self.run(pushes::RecordPush::new(cap.to_string(), push))
     }
 
     /// `reviewFetch`: the requested review's `{project, commit, ref}`.
     pub fn review_fetch(&self, cap: &str, args: Map<String, Value>) -> Result<Value, Code> {
-        self.op(HostOp::ReviewFetch(pushes::ReviewFetch::new(
-            cap.to_string(),
-            args,
-        )))
+        self.run(pushes::ReviewFetch::new(cap.to_string(), args))
     }
 
     /// `checkLand`: opens a landing and returns its ticket, or a refusal
     /// recorded on the task's trail.
     pub fn check_land(&self, cap: &str, args: Map<String, Value>) -> Result<Value, Code> {
-        self.op(HostOp::CheckLand(landing::CheckLand {
+        self.run(landing::CheckLand {
             cap: cap.to_string(),
             args,
-        }))
+        })
     }
 
     /// `recordLand`: records a landing once main moved (spends the decision).
     pub fn record_land(&self, ticket: &str, land: Map<String, Value>) -> Result<Value, Code> {
-        self.op(HostOp::RecordLand(landing::RecordLand {
+        self.run(landing::RecordLand {
             ticket: landing::TicketRef::by_id(ticket),
             land,
-        }))
+        })
     }
 
     /// `landRefused`: ends a landing with the host's refusal code.
     pub fn land_refused(&self, ticket: &str, args: Map<String, Value>) -> Result<Value, Code> {
-        self.op(HostOp::LandRefused(landing::LandRefused {
+        self.run(landing::LandRefused {
             ticket: landing::TicketRef::by_id(ticket),
             args,
-        }))
+        })
     }
 
     /// `landHeld`: `{held}`, whether the role (in `thread`) holds an
@@ -452,11 +431,11 @@ impl Runtime {
         role: &str,
         thread: Option<&str>,
     ) -> Result<Value, Code> {
-        self.op(HostOp::LandHeld(landing::LandHeld {
+        self.run(landing::LandHeld {
             business: business.to_string(),
             role: role.to_string(),
             thread: thread.map(str::to_string),
-        }))
+        })
     }
 
     /// Closes in order: stop accepting, let in-flight requests finish (up to

@@ -17,10 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// `sealSeconds`: the default, and the bounds a boot config may give.
-pub const DEFAULT_SECONDS: u64 = 10;
-pub const MIN_SECONDS: u64 = 1;
-pub const MAX_SECONDS: u64 = 3600;
+/// `sealSeconds`: the default, and the bounds a boot config may give
+/// (defined with the config, which checks them).
+pub use crate::config::{
+    SEAL_SECONDS_DEFAULT as DEFAULT_SECONDS, SEAL_SECONDS_MAX as MAX_SECONDS,
+    SEAL_SECONDS_MIN as MIN_SECONDS,
+};
 
 /// The running sealer.
 pub struct Sealer {

@@ -6,9 +6,9 @@ use mosaic_bus::authorize::authorize_in_tx;
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
+use mosaic_bus::handlers::dispatch;
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 

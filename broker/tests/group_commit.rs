@@ -6,7 +6,7 @@ mod common;
 
 use mosaic_bus::core::Core;
 use mosaic_bus::error::Code;
-use mosaic_bus::ops::launches::{identity, BindLaunch, EndLaunch};
+use mosaic_bus::handlers::ops::launches::{identity, BindLaunch, EndLaunch};
 use mosaic_bus::store::evidence::{insert_event, Actor};
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
@@ -362,8 +362,8 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
 #[test]
 fn landing_tickets_issued_or_ended_in_a_batch_that_fails_to_commit_are_undone() {
     use mosaic_bus::core::Caller;
-    use mosaic_bus::ops::HostOp;
-    use mosaic_bus::verbs::dispatch;
+    use mosaic_bus::handlers::dispatch;
+    use mosaic_bus::handlers::HostOp;
     use serde_json::{Map, Value};
 
     const TASK: &str = "vikunja:3/41";

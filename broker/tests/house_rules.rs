@@ -14,7 +14,7 @@
 //!   no SQL statement text and no rusqlite statement call in any other
 //!   workspace member's `src/` (the test harness's aside).
 //! - The writer thread takes no lock and reads no `/proc`: the modules that
-//!   run on it (`core.rs`, `writer.rs`, `authorize.rs`, `verbs/`, `ops/`,
+//!   run on it (`core.rs`, `writer.rs`, `authorize.rs`, `handlers/`,
 //!   `store/`, `policy/`, `tokens.rs`, `credentials.rs`) name no mutex,
 //!   read-write lock or condition variable and no `/proc` reader; launch
 //!   sets leave by message (`proof::ProofGate::launch_sink`), start times are
@@ -25,9 +25,12 @@
 //!   root, so each unsafe operation sits in a block the SAFETY rule sees.
 //! - `rusqlite` is named only under `broker/src/store/` (and the offline
 //!   members), save a list of files that may only shrink.
-//! - Host ops have one home: `runtime.rs` and the writer-side `ops/` never
-//!   name `host/` (which parses ops and calls the runtime), and `ops/` never
-//!   names the runtime.
+//! - Host ops have one home: `runtime.rs` and the writer-side
+//!   `handlers/ops/` never name `host/` (which parses ops and calls the
+//!   runtime), and `handlers/ops/` never names the runtime.
+//! - One request model: one table row per verb and host op, one writer of
+//!   refusal evidence, one argument reader, reads on a shared `Core`, and
+//!   the slow parts of staged verbs below the store and the writer.
 
 use mosaic_bus::error::Code;
 
@@ -460,7 +463,7 @@ fn every_message_is_written_through_one_path() {
             found.extend(code_mentions(&f, needle));
         }
     }
-    let post = src.join("verbs/messages.rs").display().to_string();
+    let post = src.join("handlers/verbs/messages.rs").display().to_string();
     let (ours, others): (Vec<String>, Vec<String>) =
         found.into_iter().partition(|l| l.starts_with(&post));
     assert!(others.is_empty(), "{}", others.join("\n"));
@@ -542,7 +545,7 @@ fn docs_name_only_source_files_that_exist() {
 fn host_and_the_runtime_do_not_import_each_other() {
     let src = root().join("broker/src");
     let mut found = code_mentions(&src.join("runtime.rs"), "crate::host");
-    for f in rust_files(&src.join("ops")) {
+    for f in rust_files(&src.join("handlers/ops")) {
         found.extend(code_mentions(&f, "crate::host"));
         found.extend(code_mentions(&f, "crate::runtime"));
     }
@@ -580,7 +583,7 @@ fn the_writer_side_takes_no_lock_and_reads_no_proc() {
     ] {
         files.push(src.join(f));
     }
-    for d in ["verbs", "ops", "store", "policy"] {
+    for d in ["handlers", "store", "policy"] {
         files.extend(rust_files(&src.join(d)));
     }
     let mut found = Vec::new();
@@ -1253,7 +1256,7 @@ fn the_module_graph_reads_what_it_should() {
     assert_eq!(circles(&graph), vec![vec!["a", "b", "c"]]);
     // The broker's graph is read: the store is below the verbs.
     let broker = module_graph(&root().join("broker/src"));
-    assert!(broker["verbs::messages"].contains("store::messages"));
+    assert!(broker["handlers::verbs::messages"].contains("store::messages"));
     assert!(broker.contains_key("store::evidence"));
 }
 
@@ -1268,16 +1271,15 @@ const RUSQLITE_OUTSIDE_STORE: &[&str] = &[
     // the store's functions: the store hands out its connection instead of
     // the reads and writes themselves.
     "broker/src/authorize.rs",
-    "broker/src/core.rs",
-    "broker/src/ops/authority.rs",
-    "broker/src/ops/landing.rs",
-    "broker/src/verbs/messages.rs",
-    "broker/src/verbs/reads.rs",
-    "broker/src/verbs/threads.rs",
-    // The seals: the sealer thread, the `seals` host op and the operator's
-    // `verify`/`export` hold their own read-only connections (the store's
-    // and the seals file's) and hand them to `store::seals`.
-    "broker/src/ops/seals.rs",
+    "broker/src/handlers/ops/authority.rs",
+    "broker/src/handlers/ops/landing.rs",
+    "broker/src/handlers/verbs/messages.rs",
+    "broker/src/handlers/verbs/reads.rs",
+    "broker/src/handlers/verbs/threads.rs",
+    // The seals: the sealer thread and the operator's `verify`/`export`
+    // hold their own read-only connections (the store's and the seals
+    // file's) and hand them to `store::seals` (the `seal` verb and the
+    // `seals` op read through `store::seals::SealsReader` instead).
     "broker/src/sealer.rs",
     "broker/src/tools/export.rs",
     "broker/src/tools/verify.rs",
@@ -1368,4 +1370,291 @@ fn every_crate_with_unsafe_code_denies_unsafe_ops_in_unsafe_fns() {
     }
     assert!(checked >= 8, "found only {checked} crates with unsafe code");
     assert!(lacking.is_empty(), "without the deny: {lacking:#?}");
+}
+
+/// One request model (issue 32): every verb and every host op has exactly
+/// one row in `handlers/table.rs`, and every handler type the handlers
+/// define (`impl Verb for`, `impl StagedVerb for`, `impl Op for`,
+/// `host_op!`) is named by a row, so a handler can't be reached another
+/// way or be left out.
+#[test]
+fn every_verb_and_host_op_has_exactly_one_table_row() {
+    use mosaic_bus::handlers::{HOST_OPS, VERBS};
+    let mut seen = BTreeSet::new();
+    for v in VERBS {
+        assert!(seen.insert(v.name), "verb {} has two rows", v.name);
+    }
+    let mut seen = BTreeSet::new();
+    for o in HOST_OPS {
+        assert!(seen.insert(o.name), "host op {} has two rows", o.name);
+    }
+    let src = root().join("broker/src/handlers");
+    let table = lex(&fs::read_to_string(src.join("table.rs")).expect("table.rs")).code;
+    let table = tokens(&table);
+    let named = |module: &str, ty: &str| {
+        table
+            .windows(3)
+            .any(|w| w[0] == module && w[1] == "::" && w[2] == ty)
+    };
+    let mut missing = Vec::new();
+    let mut ops = 0;
+    for dir in ["verbs", "ops"] {
+        for f in rust_files(&src.join(dir)) {
+            let module = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let module = if dir == "ops" && module == "threads" {
+                "thread_ops"
+            } else {
+                module
+            };
+            let t = tokens(&lex(&fs::read_to_string(&f).expect("read")).code);
+            for (i, w) in t.windows(4).enumerate() {
+                let ty = match (w[0].as_str(), w[1].as_str(), w[2].as_str()) {
+                    ("impl", "Verb" | "StagedVerb" | "Op", "for") => &w[3],
+                    ("host_op", "!", "(") => &w[3],
+                    _ => continue,
+                };
+                // A macro's template (`impl Verb for $name`) is no type.
+                if ty.starts_with('$') {
+                    continue;
+                }
+                if w[1] == "Op" || w[0] == "host_op" {
+                    ops += 1;
+                }
+                if !named(module, ty) {
+                    missing.push(format!("{}: {ty} (token {i})", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "handlers no row names:\n{}",
+        missing.join("\n")
+    );
+    assert_eq!(
+        ops,
+        HOST_OPS.len(),
+        "every Op in ops/ is one row of HOST_OPS"
+    );
+}
+
+/// Refusal evidence has one writer (issue 32): the event kind
+/// `action.refused` is written only by `handlers/refusal.rs`; no other
+/// source file of the broker spells it outside a comment.
+#[test]
+fn refusal_evidence_has_one_writer() {
+    let src = root().join("broker/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f == src.join("handlers/refusal.rs") {
+            continue;
+        }
+        let l = lex(&fs::read_to_string(&f).expect("read source"));
+        for (line, s) in &l.strings {
+            if s.contains("action.refused") {
+                found.push(format!("{}:{line}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "action.refused written outside handlers/refusal.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+/// One argument reader (issue 32): a request's arguments, a verb's or a
+/// host op's, are taken through `handlers::fields::Fields` only. No other
+/// type under `handlers/` refuses leftover keys with its own
+/// `finish(self) -> Result<(), Code>` or is named `Args`/`Fields`.
+#[test]
+fn requests_have_one_argument_reader() {
+    let src = root().join("broker/src/handlers");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        if f == src.join("fields.rs") {
+            continue;
+        }
+        let code: String = lex(&fs::read_to_string(&f).expect("read source"))
+            .code
+            .split_whitespace()
+            .collect();
+        for needle in [
+            "fnfinish(self)->Result<(),Code>",
+            "structArgs",
+            "structFields",
+        ] {
+            if code.contains(needle) {
+                found.push(format!("{}: {needle}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a second argument reader:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Read verbs write nothing, by their type (issue 32): every verb the spec
+/// counts as a read is a `Run::Read` row, whose handler gets a shared
+/// `&Core` (`handlers::handler::ReadVerb`) and so cannot reach the store's
+/// writer. (`tests/tests/reads.rs::reads_write_nothing` checks the rows a
+/// read leaves; this holds it for every read at compile time.)
+#[test]
+fn read_verbs_get_a_shared_core() {
+    use mosaic_bus::handlers::{Run, VERBS};
+    const READS: &[&str] = &[
+        "trail",
+        "inbox",
+        "tasks",
+        "agents",
+        "requirements",
+        "state",
+        "replies",
+        "messages",
+        "decisions",
+        "credentials",
+        "names",
+        "usage",
+        "seal",
+        "limits",
+        "instances",
+        "routes",
+        "project.list",
+        "thread.list",
+        "thread.messages",
+    ];
+    for name in READS {
+        let row = VERBS.iter().find(|v| v.name == *name);
+        assert!(
+            matches!(row.map(|r| r.run), Some(Run::Read(_))),
+            "{name} is not a read row"
+        );
+    }
+}
+
+/// What a staged verb's slow part runs knows nothing of the store or the
+/// writer (issue 32): `git/` (the records' Git) and `transcripts/` import
+/// only `budget` and `error` (and their own folder); the organization file
+/// (`organization.rs`) also its shape in `config`; `budget.rs` only
+/// `error`. So a slow part can't take the store's connection or a `Core`
+/// off the writer.
+#[test]
+fn the_slow_parts_know_nothing_of_the_store_or_the_writer() {
+    let graph = module_graph(&root().join("broker/src"));
+    let top = |m: &str| m.split("::").next().unwrap_or(m).to_string();
+    let may: &[(&str, &[&str])] = &[
+        ("git", &["budget", "error"]),
+        ("transcripts", &["budget", "error"]),
+        ("organization", &["budget", "error", "config"]),
+        ("budget", &["error"]),
+    ];
+    let mut found = Vec::new();
+    for (from, tos) in &graph {
+        let Some((_, allowed)) = may.iter().find(|(m, _)| top(from) == *m) else {
+            continue;
+        };
+        for to in tos {
+            if top(to) != top(from) && !allowed.contains(&top(to).as_str()) {
+                found.push(format!("{from} → {to}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a slow part imports above itself:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The edge knows no request by name (issue 32): `server/`, `host/` and
+/// `runtime.rs` spell no verb's and no host op's name, so how a request
+/// runs (inline, read, staged and how its requests are ordered) is its
+/// table row's alone, and adding a verb never touches the edge.
+#[test]
+fn the_edge_names_no_verb_and_no_host_op() {
+    use mosaic_bus::handlers::{HOST_OPS, VERBS};
+    let names: BTreeSet<&str> = VERBS
+        .iter()
+        .map(|v| v.name)
+        .chain(HOST_OPS.iter().map(|o| o.name))
+        .collect();
+    let src = root().join("broker/src");
+    let mut files = vec![src.join("runtime.rs")];
+    files.extend(rust_files(&src.join("server")));
+    files.extend(rust_files(&src.join("host")));
+    let mut found = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).expect("read source");
+        // A file's unit tests may speak the wire.
+        let tests_from = text
+            .lines()
+            .position(|l| l.trim() == "#[cfg(test)]")
+            .map_or(usize::MAX, |i| i + 1);
+        let l = lex(&text);
+        for (line, s) in &l.strings {
+            if *line < tests_from && names.contains(s.as_str()) {
+                found.push(format!("{}:{line}: {s:?}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the edge names a request:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The broker's import ladder (`docs/architecture.md`, "Import
+/// direction"), top to bottom. A module imports only modules on its own
+/// rung or below; a new top-level module must be given a rung here.
+const LADDER: &[&[&str]] = &[
+    &["runtime", "server", "host", "proof", "tools", "sealer"],
+    &["handlers"],
+    &["writer", "core", "authorize"],
+    &[
+        "store",
+        "policy",
+        "git",
+        "transcripts",
+        "organization",
+        "budget",
+        "credentials",
+        "tokens",
+        "environ",
+    ],
+    &["config", "ids", "time", "error"],
+];
+
+/// Imports run downward (issue 32): no module of the broker's library
+/// names a module on a rung above its own.
+#[test]
+fn imports_run_down_the_ladder() {
+    let rung = |m: &str| {
+        let top = m.split("::").next().unwrap_or(m);
+        LADDER.iter().position(|r| r.contains(&top))
+    };
+    let graph = module_graph(&root().join("broker/src"));
+    let mut found = Vec::new();
+    for (from, tos) in &graph {
+        if from == "crate" {
+            continue;
+        }
+        let Some(rf) = rung(from) else {
+            found.push(format!("{from}: on no rung of LADDER"));
+            continue;
+        };
+        for to in tos.iter().filter(|t| *t != "crate") {
+            match rung(to) {
+                Some(rt) if rt >= rf => {}
+                _ => found.push(format!("{from} → {to}")),
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "imports up the ladder:\n{}",
+        found.join("\n")
+    );
 }

@@ -8,7 +8,7 @@ mod common;
 use common::Inproc;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
-use mosaic_bus::ops::records;
+use mosaic_bus::handlers::ops::records;
 use mosaic_bus::store::evidence::{self, Actor};
 use mosaic_bus::store::Store;
 use mosaic_bus::tokens::KnownTokens;

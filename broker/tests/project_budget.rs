@@ -9,8 +9,8 @@ mod common;
 
 use mosaic_bus::budget::Budget;
 use mosaic_bus::error::Code;
-use mosaic_bus::project::write::{commit_file, parse_path, Author, Write, REF_RESERVE};
-use mosaic_bus::project::Fence;
+use mosaic_bus::git::write::{commit_file, parse_path, Author, Write, REF_RESERVE};
+use mosaic_bus::git::Fence;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,8 @@
 //! "if storing it fails the save answers outcome-unknown and the commit
 //! stands"), in process: a real `Core` on a real store, a real Git
 //! repository made by the test, and the three stages the server runs for a
-//! staged verb (`verbs::prepare_staged` on the writer, the Git job, then
-//! `verbs::finish_staged`). The store's write lock is held by a second
+//! staged verb (`handlers::prepare_staged` on the writer, the Git job, then
+//! `handlers::finish_staged`). The store's write lock is held by a second
 //! connection while the broker's connection does not wait for it, which
 //! through the socket would be a five-second busy wait racing the shim's own
 //! five-second deadline.
@@ -13,7 +13,7 @@ mod common;
 use common::Inproc;
 use mosaic_bus::core::Caller;
 use mosaic_bus::error::Code;
-use mosaic_bus::verbs::{self, Staged};
+use mosaic_bus::handlers;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -41,14 +41,10 @@ fn count(e: &Inproc, sql: &str) -> i64 {
 /// The three stages of a staged request, as `server::staged` runs them.
 fn staged(e: &mut Inproc, caller: &Caller, verb: &str, args: Value) -> Result<Value, Code> {
     let args = args.as_object().cloned();
-    let Staged::Project(p) = verbs::prepare_staged(&mut e.core, caller, verb, args)? else {
-        panic!("{verb} is a project verb");
-    };
-    let outcome = p
-        .job
-        .expect("a Git job")
-        .run(mosaic_bus::budget::Budget::start());
-    verbs::finish_staged(&mut e.core, caller, verb, (p.then, p.subject), outcome)
+    let mut p = handlers::prepare_staged(&mut e.core, caller, verb, args)?;
+    let found = p.run_here(mosaic_bus::budget::Budget::start());
+    assert!(found.is_some(), "{verb} has a Git job");
+    handlers::finish_staged(&mut e.core, caller, verb, p, found)
 }
 
 #[test]

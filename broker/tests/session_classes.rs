@@ -7,9 +7,9 @@
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
+use mosaic_bus::handlers::dispatch;
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -209,7 +209,7 @@ const VERBS: &[&str] = &[
 #[test]
 fn the_table_covers_every_served_verb() {
     let mut ours: Vec<&str> = VERBS.to_vec();
-    let mut served: Vec<&str> = mosaic_bus::verbs::served_verbs().collect();
+    let mut served: Vec<&str> = mosaic_bus::handlers::served_verbs().collect();
     ours.sort_unstable();
     served.sort_unstable();
     assert_eq!(ours, served);

@@ -454,7 +454,10 @@ fn the_database_itself_refuses_a_message_class_outside_the_eight() {
     }
     // Each class the verb accepts passes the class trigger too (the
     // timestamp trigger then wants a later `at` per row, hence the seconds).
-    for (i, class) in mosaic_bus::verbs::messages::CLASSES.iter().enumerate() {
+    for (i, class) in mosaic_bus::handlers::verbs::messages::CLASSES
+        .iter()
+        .enumerate()
+    {
         let r = c.execute(
             "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
              VALUES (?1, 'acme', 'pm', 'run-1', 'cto', ?2, 'hi', ?3)",

@@ -1,7 +1,7 @@
 //! `usage.end`'s writer-side finish when two calls raced (issue 31): a real
 //! `Core` on a real store, the staged verb's two halves called as the
-//! server calls them (`verbs::prepare_staged`, the job, then
-//! `verbs::finish_usage`), with the window between them held open by the
+//! server calls them (`handlers::prepare_staged`, the slow part, then
+//! `handlers::finish_staged`), with the window between them held open by the
 //! test itself rather than by timing.
 
 mod common;
@@ -10,7 +10,7 @@ use common::Inproc;
 use mosaic_bus::budget::Budget;
 use mosaic_bus::config::LaunchRecord;
 use mosaic_bus::core::Caller;
-use mosaic_bus::verbs::{finish_usage, prepare_staged, Staged};
+use mosaic_bus::handlers::{finish_staged, prepare_staged, Prepared};
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::path::Path;
@@ -46,11 +46,10 @@ fn append(p: &Path, line: &str) {
     writeln!(f, "{line}").expect("write");
 }
 
-/// A `usage.end` prepared on the writer side: its off-writer job.
-fn prepared(e: &mut Inproc, dev: &Caller, turn: &str) -> mosaic_bus::verbs::UsageJob {
+/// A `usage.end` prepared on the writer side.
+fn prepared(e: &mut Inproc, dev: &Caller, turn: &str) -> Prepared {
     match prepare_staged(&mut e.core, dev, "usage.end", args(json!({"turn": turn}))) {
-        Ok(Staged::Usage(job)) => job,
-        Ok(_) => panic!("usage.end staged as another kind of job"),
+        Ok(p) => p,
         Err(c) => panic!("prepare: {c}"),
     }
 }
@@ -82,17 +81,19 @@ fn an_end_that_lost_the_race_answers_the_record_the_winner_wrote() {
     // two connections' would be), each reading the transcript as it is
     // when its worker runs: the second sees one more reply.
     append(&t, &reply("msg_01A", 5));
-    let first = prepared(&mut e, &dev, &turn);
-    let second = prepared(&mut e, &dev, &turn);
-    let first = first.run(Budget::start());
+    let mut first = prepared(&mut e, &dev, &turn);
+    let mut second = prepared(&mut e, &dev, &turn);
+    let first_found = first.run_here(Budget::start());
     append(&t, &reply("msg_01B", 7));
-    let second = second.run(Budget::start());
+    let second_found = second.run_here(Budget::start());
 
-    let won = finish_usage(&mut e.core, &dev, "usage.end", first).expect("first finish");
+    let won =
+        finish_staged(&mut e.core, &dev, "usage.end", first, first_found).expect("first finish");
     assert_eq!(won["outcomes"][0]["input"], json!(5), "{won}");
     // The loser's reading (12) is not what the turn recorded: it answers
     // the winner's record, and writes nothing.
-    let lost = finish_usage(&mut e.core, &dev, "usage.end", second).expect("second finish");
+    let lost =
+        finish_staged(&mut e.core, &dev, "usage.end", second, second_found).expect("second finish");
     assert_eq!(lost, won);
     // A later replay says the same.
     assert_eq!(e.ok(&dev, "usage.end", json!({"turn": turn})), won);

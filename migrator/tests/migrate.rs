@@ -6,10 +6,10 @@
 
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
+use mosaic_bus::handlers::dispatch;
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::schema::{self, master_digest, sha256_hex, Pin};
 use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use mosaic_bus::Code;
 use mosaic_migrate::steps::Step;
 use mosaic_migrate::{lineage, migrate, steps, Report};

@@ -1065,7 +1065,7 @@ fn a_run_that_holds_no_role_acts_with_none_of_its_grants() {
         "requirements",
         "names",
     ];
-    let mut role_verbs: Vec<&str> = mosaic_bus::verbs::VERBS
+    let mut role_verbs: Vec<&str> = mosaic_bus::handlers::VERBS
         .iter()
         .filter(|v| v.sessions.role.is_none() && !reads.contains(&v.name))
         .map(|v| v.name)

@@ -24,11 +24,11 @@
 
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
+use mosaic_bus::handlers::dispatch;
 use mosaic_bus::store::evidence::{self, Actor};
 use mosaic_bus::store::messages::{self as msgs, NewMessage};
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Instant;
@@ -394,11 +394,11 @@ mod history {
     use super::fail;
     use mosaic_bus::config::BootConfig;
     use mosaic_bus::core::{Caller, Core};
+    use mosaic_bus::handlers::dispatch;
     use mosaic_bus::store::evidence::{self, Actor};
     use mosaic_bus::store::messages::{self as msgs, NewMessage};
     use mosaic_bus::store::root::BusDir;
     use mosaic_bus::store::Store;
-    use mosaic_bus::verbs::dispatch;
     use serde_json::{json, Value};
     use std::sync::Arc;
     use std::time::Instant;
@@ -757,7 +757,7 @@ mod history {
             &[(
                 "threadsState",
                 &|c, _| {
-                    mosaic_bus::ops::threads::ThreadsState {
+                    mosaic_bus::handlers::ops::threads::ThreadsState {
                         business: "acme".into(),
                     }
                     .apply(c)

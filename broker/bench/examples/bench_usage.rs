@@ -24,7 +24,7 @@
 //! JSON object.
 
 use mosaic_bus::budget::Budget;
-use mosaic_bus::usage;
+use mosaic_bus::transcripts as usage;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};

@@ -102,8 +102,8 @@ impl Writer {
     fn open(dir: &Path) -> Writer {
         use mosaic_bus::config::BootConfig;
         use mosaic_bus::core::{Caller, Core};
+        use mosaic_bus::handlers::dispatch;
         use mosaic_bus::store::{root::BusDir, Store};
-        use mosaic_bus::verbs::dispatch;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         let cfg = BootConfig::from_json(json!({
@@ -157,7 +157,7 @@ impl Sender for Writer {
             let mut args = serde_json::Map::new();
             args.insert("to".into(), json!("r0"));
             args.insert("body".into(), json!(format!("w-{i}")));
-            let r = mosaic_bus::verbs::dispatch(
+            let r = mosaic_bus::handlers::dispatch(
                 &mut self.core,
                 &self.caller,
                 "message.send",

@@ -16,6 +16,12 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// `sealSeconds`: the default, and the bounds a boot config may give (the
+/// sealer, `crate::sealer`, seals that often).
+pub const SEAL_SECONDS_DEFAULT: u64 = 10;
+pub const SEAL_SECONDS_MIN: u64 = 1;
+pub const SEAL_SECONDS_MAX: u64 = 3600;
+
 /// A validated boot config.
 #[derive(Debug, Clone)]
 pub struct BootConfig {
@@ -127,8 +133,8 @@ impl BootConfig {
             },
             None => default_shims(),
         };
-        let seal_seconds = raw.seal_seconds.unwrap_or(crate::sealer::DEFAULT_SECONDS);
-        if !(crate::sealer::MIN_SECONDS..=crate::sealer::MAX_SECONDS).contains(&seal_seconds) {
+        let seal_seconds = raw.seal_seconds.unwrap_or(SEAL_SECONDS_DEFAULT);
+        if !(SEAL_SECONDS_MIN..=SEAL_SECONDS_MAX).contains(&seal_seconds) {
             return Err(Code::InvalidConfig);
         }
         Ok(BootConfig {

@@ -1,10 +1,10 @@
 //! Host ops after boot, at the channel's edge: one request line, one reply,
 //! the `id` echoed. The op is parsed here into a typed [`HostOp`]
-//! (`crate::ops`) and handed to the runtime, which applies it on the
+//! (`crate::handlers::ops`) and handed to the runtime, which applies it on the
 //! writer thread.
 
 use crate::error::Code;
-use crate::ops::{ok_reply, HostOp};
+use crate::handlers::{ok_reply, HostOp};
 use crate::runtime::Runtime;
 use crate::server::envelope::{self, refusal};
 use serde_json::{json, Value};

@@ -14,14 +14,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// The largest integer a JSON reader using doubles holds exactly.
 pub const MAX_SAFE_INTEGER: u128 = (1 << 53) - 1;
 
-/// One turn's token counts from one source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cache_write: u64,
-    pub cache_read: u64,
-}
+/// One turn's token counts from one source (defined where a transcript
+/// is read, `crate::transcripts`).
+pub use crate::transcripts::Tokens;
 
 /// What a reading says about its turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,11 @@ pub mod admission;
 pub mod envelope;
 pub mod frame;
 
+use crate::budget::Budget;
 use crate::error::Code;
+use crate::handlers::{self, Found, Serial, Slow};
 use crate::proof::ProofGate;
-use crate::verbs;
+use crate::transcripts::shared::{finished, Entered};
 use crate::writer::Writer;
 use envelope::{refusal, Auth};
 use mosaic_proofd::procfs::{AcceptedPeer, PeerPin, ProcError};
@@ -39,8 +41,8 @@ pub struct Ctx {
     /// Bounds open connections by shedding the oldest idle one.
     pub admission: Arc<admission::Admission>,
     /// The runs whose transcript a usage call is reading now: one reading
-    /// per run at a time (`crate::usage::shared`).
-    pub readings: Arc<crate::usage::shared::Readings>,
+    /// per run at a time (`crate::transcripts::shared`).
+    pub readings: Arc<crate::transcripts::shared::Readings>,
 }
 
 impl Ctx {
@@ -270,14 +272,14 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     };
     let verb = env.verb;
     let args = env.args;
-    if verbs::is_staged(&verb, args.as_ref()) {
-        return staged(ctx, stream, id, env.auth, peer, verb, args).await;
+    if let Some(serial) = handlers::staged_as(&verb, args.as_ref()) {
+        return staged(ctx, stream, id, (env.auth, peer), (verb, args), serial).await;
     }
     match env.auth {
         Auth::Cap(cap) => {
             on_writer(ctx, stream, id, move |core| {
                 let caller = core.caller(&cap).ok_or(Code::UnknownCapability)?;
-                verbs::dispatch(core, &caller, &verb, args)
+                handlers::dispatch(core, &caller, &verb, args)
             })
             .await
         }
@@ -294,7 +296,7 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
                 Err(code) => Answer::Reply(refusal(code, id)),
                 Ok(caller) => {
                     on_writer(ctx, stream, id, move |core| {
-                        verbs::dispatch(core, &caller, &verb, args)
+                        handlers::dispatch(core, &caller, &verb, args)
                     })
                     .await
                 }
@@ -303,25 +305,24 @@ async fn request(ctx: &Ctx, stream: &UnixStream, bytes: &[u8], peer: Peer) -> An
     }
 }
 
-/// A staged verb (`verbs::is_staged`: a Git side, a transcript to read, or
-/// an organization file to replace): the writer prepares it (caller,
-/// checks, what to read; an organization write's receipt), a blocking
-/// worker does the slow part outside every store transaction, and the
-/// writer finishes it with the outcome (a usage verb's record is written
-/// then; an organization write goes back to the writer only to file a
-/// failed file step's refusal).
-/// The writer never waits on Git or a file, so other requests go on meanwhile.
-/// The job's budget (`crate::budget`) counts from here, so the proof check
-/// and the writer's queue before the job come out of it too: the reply
-/// goes out before the client's wait for the verb (`call_timeout`) ends.
+/// A staged verb (`handlers::staged`: a Git side, a transcript to read,
+/// or an organization file to replace), every kind the same way: the
+/// writer prepares it (caller, checks, what to read; an organization
+/// write's receipt), a blocking worker does the slow part outside every
+/// store transaction, and the writer finishes it with what it found.
+/// The writer never waits on Git or a file, so other requests go on
+/// meanwhile. How requests of one verb are ordered is its row's
+/// [`Serial`]. The job's budget (`crate::budget`) counts from here, so the
+/// proof check and the writer's queue before the job come out of it too:
+/// the reply goes out before the client's wait for the verb
+/// (`call_timeout`) ends.
 async fn staged(
     ctx: &Ctx,
     stream: &UnixStream,
     id: Option<i64>,
-    auth: Auth,
-    peer: Peer,
-    verb: String,
-    args: Option<serde_json::Map<String, Value>>,
+    (auth, peer): (Auth, Peer),
+    (verb, args): (String, Option<serde_json::Map<String, Value>>),
+    serial: Serial,
 ) -> Answer {
     let budget = crate::budget::Budget::start();
     let caller = match auth {
@@ -344,148 +345,93 @@ async fn staged(
         }
     };
     // One organization write at a time, from the revision check in its
-    // prepare to the end of its file step: a write that committed its
-    // receipt replaces the file before the next one reads it.
-    let _organization_turn = if verbs::is_organization_write(&verb) {
+    // prepare to the end of its file step.
+    let _alone = if serial == Serial::Alone {
         Some(ORGANIZATION_WRITES.lock().await)
     } else {
         None
     };
-    let (c, v) = (caller.clone(), verb.clone());
-    // A usage call may have to start again after waiting for another call
-    // of its run (`usage_job`): it needs its arguments again then.
-    let again = crate::verbs::usage_is_staged(&verb).then(|| args.clone());
-    let staged = match ctx
-        .writer
-        .run(move |core| verbs::prepare_staged(core, &c, &v, args))
-        .await
-    {
-        Ok(Ok(staged)) => staged,
+    // A call that must wait for another of its run is prepared again then:
+    // it needs its arguments again.
+    let again = (serial == Serial::PerRun).then(|| args.clone());
+    let prepare = |args| {
+        let (c, v) = (caller.clone(), verb.clone());
+        ctx.writer
+            .run(move |core| handlers::prepare_staged(core, &c, &v, args))
+    };
+    let mut prepared = match prepare(args).await {
+        Ok(Ok(p)) => p,
         Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
     };
-    // A commit was made: if its batch then fails to commit, the answer is
-    // outcome-unknown, never a plain refusal (the commit stands).
-    let mut committed = false;
-    let finished = match staged {
-        verbs::Staged::Project(staged) => {
-            let outcome = match staged.job {
-                Some(job) => {
-                    // Git runs in process: a worker held up in the file
-                    // system can't be killed, so it is not waited for past
-                    // its budget. Abandoned before it started moving HEAD,
-                    // it never will (a plain refusal); already moving it,
-                    // the answer is outcome-unknown.
-                    let fence = job.fence();
-                    let worker = tokio::task::spawn_blocking(move || job.run(budget));
-                    let wait = budget.left() + crate::budget::GRACE;
-                    match tokio::time::timeout(wait, worker).await {
-                        Ok(joined) => joined.unwrap_or(Err(Code::ProjectUnavailable)),
-                        Err(_) if fence.abandon() => {
-                            tracing::warn!(
-                                code = "project-unavailable",
-                                "a Git job passed its budget and was left"
-                            );
-                            Err(Code::ProjectUnavailable)
-                        }
-                        Err(_) => {
-                            tracing::warn!(
-                                code = "outcome-unknown",
-                                "a Git job passed its budget while moving HEAD"
-                            );
-                            Err(Code::OutcomeUnknown)
-                        }
-                    }
+    // One reading of a run's transcript at a time (`crate::transcripts::shared`):
+    // a call that finds another of its run reading waits for it, then is
+    // prepared again, and a call on the same turn now finds that call's
+    // record and answers it without reading anything. The lead is held
+    // until the record is written.
+    let mut lead = None;
+    if serial == Serial::PerRun {
+        while let Some(run) = prepared.reads() {
+            match ctx.readings.enter(run) {
+                Entered::Lead(l) => {
+                    lead = Some(l);
+                    break;
                 }
-                None => Ok(crate::project::Done {
-                    reply: Value::Null,
-                    receipt: None,
-                }),
-            };
-            committed = matches!(&outcome, Ok(done) if done.receipt.is_some());
-            let then = (staged.then, staged.subject);
-            ctx.writer
-                .run(move |core| verbs::finish_staged(core, &caller, &verb, then, outcome))
-                .await
-        }
-        verbs::Staged::Organization(job) => {
-            // The receipt is durable (the prepare's batch committed): the
-            // file step runs off the writer; if it fails, the answer is
-            // outcome-unknown and the writer files the refusal.
-            let done = tokio::task::spawn_blocking(move || job.run())
-                .await
-                .unwrap_or(Err(Code::OutcomeUnknown));
-            match done {
-                Ok(reply) => return Answer::Reply(envelope::ok(reply, id)),
-                Err(code) => {
-                    let _ = ctx
-                        .writer
-                        .run(move |core| verbs::finish_organization(core, &caller, &verb, code))
-                        .await;
-                    return Answer::Reply(refusal(Code::OutcomeUnknown, id));
+                Entered::Wait(done) => {
+                    finished(done).await;
+                    prepared = match prepare(again.clone().flatten()).await {
+                        Ok(Ok(p)) => p,
+                        Ok(Err(code)) | Err(code) => return Answer::Reply(refusal(code, id)),
+                    };
                 }
             }
         }
-        verbs::Staged::Usage(job) => {
-            usage_job(ctx, caller, verb, again.flatten(), job, budget).await
-        }
+    }
+    let found = match prepared.slow() {
+        Some(slow) => Some(run_slow(slow, prepared.lost(), budget).await),
+        None => None,
     };
-    match finished {
+    let committed = prepared.committed(found.as_ref());
+    let answer = ctx
+        .writer
+        .run(move |core| handlers::finish_staged(core, &caller, &verb, prepared, found))
+        .await;
+    drop(lead);
+    match answer {
         Ok(Ok(v)) => Answer::Reply(envelope::ok(v, id)),
         Err(_) if committed => Answer::Reply(refusal(Code::OutcomeUnknown, id)),
         Ok(Err(code)) | Err(code) => Answer::Reply(refusal(code, id)),
     }
 }
 
-/// A usage call's reading and its record. Only one reading of a run's
-/// transcript runs at a time (`crate::usage::shared`): a call that finds
-/// another of its run reading waits for it to finish, then is prepared
-/// again on the writer, where a call on the same turn now finds that
-/// call's record and answers it without reading anything. The lead is held
-/// until the record is written, so a waiter never reads a turn its leader
-/// is about to record.
-async fn usage_job(
-    ctx: &Ctx,
-    caller: crate::core::Caller,
-    verb: String,
-    args: Option<serde_json::Map<String, Value>>,
-    mut job: verbs::UsageJob,
-    budget: crate::budget::Budget,
-) -> Result<Result<Value, Code>, Code> {
-    use crate::usage::shared::{finished, Entered};
-    let lead = loop {
-        let Some(run) = job.reads() else {
-            break None;
-        };
-        match ctx.readings.enter(run) {
-            Entered::Lead(lead) => break Some(lead),
-            Entered::Wait(done) => {
-                finished(done).await;
-                let (c, v, a) = (caller.clone(), verb.clone(), args.clone());
-                match ctx
-                    .writer
-                    .run(move |core| verbs::prepare_staged(core, &c, &v, a))
-                    .await
-                {
-                    Ok(Ok(verbs::Staged::Usage(again))) => job = again,
-                    // The same verb prepares the same kind of job.
-                    Ok(Ok(verbs::Staged::Project(_) | verbs::Staged::Organization(_))) => {
-                        return Err(Code::StorageUnavailable)
-                    }
-                    Ok(Err(code)) | Err(code) => return Ok(Err(code)),
-                }
-            }
-        }
+/// A staged verb's slow part on a blocking worker. Git runs in process: a
+/// worker held up in the file system can't be killed, so a job with a
+/// fence is not waited for past its budget. Abandoned before it started
+/// moving HEAD, it never will (a plain refusal); already moving it, the
+/// answer is outcome-unknown. A lost worker settles to `lost`.
+async fn run_slow(slow: Slow<Found>, lost: Code, budget: Budget) -> Result<Found, Code> {
+    let Slow { run, fence } = slow;
+    let worker = tokio::task::spawn_blocking(move || run(budget));
+    let Some(fence) = fence else {
+        return worker.await.unwrap_or(Err(lost));
     };
-    let lost = job.lost();
-    let worked = tokio::task::spawn_blocking(move || job.run(budget))
-        .await
-        .unwrap_or(lost);
-    let finished = ctx
-        .writer
-        .run(move |core| verbs::finish_usage(core, &caller, &verb, worked))
-        .await;
-    drop(lead);
-    finished
+    let wait = budget.left() + crate::budget::GRACE;
+    match tokio::time::timeout(wait, worker).await {
+        Ok(joined) => joined.unwrap_or(Err(lost)),
+        Err(_) if fence.abandon() => {
+            tracing::warn!(
+                code = "project-unavailable",
+                "a Git job passed its budget and was left"
+            );
+            Err(Code::ProjectUnavailable)
+        }
+        Err(_) => {
+            tracing::warn!(
+                code = "outcome-unknown",
+                "a Git job passed its budget while moving HEAD"
+            );
+            Err(Code::OutcomeUnknown)
+        }
+    }
 }
 
 /// Runs a verb on the writer thread. Its reply is sent only once its batch

@@ -265,6 +265,27 @@ fn parse_seal(
     })
 }
 
+/// A read-only handle on the seals file, for the `seal` verb and the
+/// `seals` host op: its connection stays in the store.
+pub struct SealsReader(Connection);
+
+impl SealsReader {
+    /// Opens the seals file read-only (see [`open_read`]).
+    pub fn open(path: &Path) -> Result<SealsReader, Code> {
+        open_read(path).map(SealsReader)
+    }
+
+    /// The newest seal (see [`newest`]).
+    pub fn newest(&self) -> Result<Option<Seal>, Code> {
+        newest(&self.0)
+    }
+
+    /// The seals after `seq` (see [`after`]).
+    pub fn after(&self, seq: i64, limit: i64) -> Result<Vec<Seal>, Code> {
+        after(&self.0, seq, limit)
+    }
+}
+
 /// The newest seal, if any.
 pub fn newest(conn: &Connection) -> Result<Option<Seal>, Code> {
     conn.prepare_cached(&format!(

@@ -60,8 +60,18 @@ pub fn project_exists(conn: &Connection, business: &str, id: &str) -> Result<boo
         .map_err(sql)
 }
 
+/// A project as its row holds it.
+#[derive(Debug, Clone)]
+pub struct ProjectRow {
+    pub id: String,
+    pub name: String,
+    pub repo: Option<String>,
+    pub by: String,
+    pub at: String,
+}
+
 /// The business's projects, oldest first.
-pub fn projects(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+pub fn projects(conn: &Connection, business: &str) -> Result<Vec<ProjectRow>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT id, name, repo, by, at FROM projects WHERE business = ?1 ORDER BY seq",
@@ -69,13 +79,13 @@ pub fn projects(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
         .map_err(sql)?;
     let rows = s
         .query_map([business], |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "name": r.get::<_, String>(1)?,
-                "repo": r.get::<_, Option<String>>(2)?,
-                "by": r.get::<_, String>(3)?,
-                "at": r.get::<_, String>(4)?,
-            }))
+            Ok(ProjectRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                repo: r.get(2)?,
+                by: r.get(3)?,
+                at: r.get(4)?,
+            })
         })
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
@@ -134,13 +144,15 @@ fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Thread> {
     })
 }
 
-/// A user's threads in the business (of one project, when given), oldest first.
+/// A user's threads in the business (of one project, when given), oldest
+/// first: `{id, project, instance, name, at}` of each (the business and the
+/// user are the ones asked for).
 pub fn threads_of(
     conn: &Connection,
     business: &str,
     user: &str,
     project: Option<&str>,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<Thread>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT id, project, instance, name, at FROM threads
@@ -149,13 +161,15 @@ pub fn threads_of(
         .map_err(sql)?;
     let rows = s
         .query_map(params![business, user, project], |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "project": r.get::<_, String>(1)?,
-                "instance": r.get::<_, String>(2)?,
-                "name": r.get::<_, String>(3)?,
-                "at": r.get::<_, String>(4)?,
-            }))
+            Ok(Thread {
+                id: r.get(0)?,
+                business: business.to_string(),
+                project: r.get(1)?,
+                instance: r.get(2)?,
+                user: user.to_string(),
+                name: r.get(3)?,
+                at: r.get(4)?,
+            })
         })
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)

@@ -8,9 +8,9 @@
 use mosaic_bus::config::BootConfig;
 use mosaic_bus::core::{Caller, Core};
 use mosaic_bus::error::Code;
+use mosaic_bus::handlers::dispatch;
 use mosaic_bus::store::root::BusDir;
 use mosaic_bus::store::Store;
-use mosaic_bus::verbs::dispatch;
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -223,8 +223,8 @@ fn commit_floor(dir: &Path, n: usize, steady: bool) -> Value {
 fn writer_alone(dir: &Path, batch: usize, n: usize) -> Value {
     use mosaic_bus::config::BootConfig;
     use mosaic_bus::core::{Caller, Core};
+    use mosaic_bus::handlers::dispatch;
     use mosaic_bus::store::{root::BusDir, Store};
-    use mosaic_bus::verbs::dispatch;
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     let cfg = BootConfig::from_json(json!({
