@@ -151,6 +151,34 @@ fn a_peer_pidfd_refused_for_a_reaped_peer_never_falls_back_to_a_pid_pin() {
 
 // --- Mutant 3: the pid pin's two start-time reads not compared -----------
 
+/// A `sleep` holding no capability, as an ordinary user's process (the
+/// capability-less helper may read it), killed on drop.
+struct Capless(std::process::Child);
+
+impl Capless {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Capless {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn capless_sleeper() -> Capless {
+    let mut cmd = Command::new("sleep");
+    cmd.arg("600")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only prctl between fork and exec.
+    unsafe { cmd.pre_exec(drop_bounding_set) };
+    Capless(cmd.spawn().expect("sleep"))
+}
+
 /// A connection made by a forked child (so SO_PEERCRED names the child),
 /// kept by this process; the child waits until told to exit.
 struct Connector {
@@ -270,7 +298,7 @@ fn a_pid_that_changes_hands_between_the_pins_two_reads_is_refused() {
         std::thread::sleep(Duration::from_millis(30));
         connector.exit();
         std::fs::write(NS_LAST_PID, (p - 1).to_string()).expect("write ns_last_pid");
-        let next = sleeper();
+        let next = capless_sleeper();
         let now = stat_of(p).map(|s| s.1);
         pause.release(held);
         if next.id() as i32 == p && now.is_some_and(|s| s != first) {
