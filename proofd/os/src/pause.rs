@@ -24,9 +24,6 @@ pub const PIN: &str = "pin";
 /// its answer is written.
 pub const PROVEN: &str = "proven";
 
-/// Whether this build has the pause points (a debug build).
-pub const COMPILED_IN: bool = cfg!(debug_assertions);
-
 /// Waits at `point` when the variable names it and its FIFO exists.
 #[cfg(debug_assertions)]
 pub fn at(point: &str) {
