@@ -144,4 +144,48 @@ mod tests {
             assert!(!super::is_task_ref(bad), "{bad}");
         }
     }
+
+    /// Many UUIDs each keep the fixed bits (version 7, the RFC variant)
+    /// and the random ones beside them: the nibble after the version and
+    /// the variant's two random bits take more than one value. A store id
+    /// is 32 lowercase hex digits, fresh each time; `is_uuid` takes no other
+    /// form. (`cargo mutants`:
+    /// docs/testing.md.)
+    #[test]
+    fn uuids_keep_their_fixed_bits_and_their_random_ones() {
+        let many: Vec<String> = (0..200).map(|_| super::uuid()).collect();
+        for u in &many {
+            assert_eq!(&u[14..15], "7", "{u}");
+            assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+        }
+        let values = |i: usize| {
+            many.iter()
+                .map(|u| u[i..i + 1].to_string())
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        assert!(values(15) > 1, "the nibble after the version");
+        assert!(values(19) > 1, "the variant's random bits");
+        let (a, b) = (super::store_id(), super::store_id());
+        assert_eq!(a.len(), 32, "{a}");
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+            "{a}"
+        );
+        assert_ne!(a, b);
+        // `is_uuid` takes exactly that form.
+        let good = super::uuid();
+        assert!(super::is_uuid(&good));
+        for bad in [
+            String::new(),
+            good[..35].to_string(),
+            format!("{good}0"),
+            "0189ABCD-0000-7000-8000-000000000000".to_string(),
+            good.replace('-', "0"),
+            "g".repeat(36),
+        ] {
+            assert!(!super::is_uuid(&bad), "{bad}");
+        }
+    }
 }

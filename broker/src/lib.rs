@@ -43,19 +43,6 @@ pub mod transcripts;
 
 pub mod writer;
 
-/// The request model's old paths (`mosaic_bus::verbs::dispatch`,
-/// `mosaic_bus::ops::records`, `mosaic_bus::project::Fence`, …), kept while
-/// the test files that name them are split in parallel (issue 32): new code
-/// names `handlers`, `git` and `transcripts`. Remove once no test names them.
-#[doc(hidden)]
-pub use git as project;
-#[doc(hidden)]
-pub use handlers as verbs;
-#[doc(hidden)]
-pub use handlers::ops;
-#[doc(hidden)]
-pub use transcripts as usage;
-
 pub use client::{BusError, Client};
 pub use config::BootConfig;
 pub use error::Code;

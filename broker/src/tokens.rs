@@ -100,4 +100,14 @@ mod tests {
         assert_eq!(KnownTokens::default().check(&json!("anything")), Ok(()));
         assert_eq!(format!("{k:?}"), "KnownTokens(2 loaded)");
     }
+
+    /// `is_empty` says whether any token is loaded (an empty string is not
+    /// one): the dispatch skips the argument check only then. (`cargo
+    /// mutants`: docs/testing.md.)
+    #[test]
+    fn empty_means_no_token_loaded() {
+        assert!(KnownTokens::default().is_empty());
+        assert!(KnownTokens::new(vec![String::new()]).is_empty());
+        assert!(!KnownTokens::new(vec!["secretTOKEN-123456".into()]).is_empty());
+    }
 }

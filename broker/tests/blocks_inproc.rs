@@ -1,6 +1,6 @@
 //! BLOCK (3i row 143) and the relay of an answer to a spec review notice,
 //! in process: a real `Core` on a real store in a private data root,
-//! calling `verbs::dispatch` as the socket does after the caller resolved.
+//! calling `handlers::dispatch` as the socket does after the caller resolved.
 //! The notices are stored as the spec review notice is: the bus's notice
 //! (`store::messages::bus_notice`), in no thread.
 

@@ -506,3 +506,119 @@ fn landing_tickets_issued_or_ended_in_a_batch_that_fails_to_commit_are_undone() 
     drop(core);
     bus.release();
 }
+
+/// What a send job answers: the verb's result and the batches committed
+/// when it ran, or the batch's failure.
+type Answer = Result<(Result<serde_json::Value, Code>, u64), Code>;
+
+/// Issue 31's mutant of `writer.rs`: a failed batch COMMIT answered ok.
+/// Four human sends queue up behind a request that holds the writer, so
+/// the real writer thread runs them as one batch; the first of them arms
+/// the debug build's COMMIT failure (`Store::fail_next_commit`, a real
+/// SQLite COMMIT failure through the commit hook). Every send of the batch
+/// answers `storage-unavailable`, none of them is in the store, and the
+/// next batch's send is kept and answered.
+#[test]
+fn every_send_of_a_batch_whose_commit_fails_answers_storage_unavailable_and_none_is_kept() {
+    use mosaic_bus::core::Caller;
+    use mosaic_bus::handlers::dispatch;
+    use std::sync::mpsc;
+
+    let (_d, core, bus) = fresh();
+    let (writer, thread) = Writer::spawn(core);
+    let human = Caller::Human {
+        business: "acme".into(),
+    };
+    let send = move |c: &mut Core, body: String| {
+        let args = json!({"to": "pm", "body": body});
+        let args = args.as_object().cloned();
+        (
+            dispatch(c, &human, "message.send", args),
+            c.store.batches_committed,
+        )
+    };
+
+    // The holder runs alone in its batch and waits until the sends are queued.
+    let (started_tx, started) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let (held_tx, held) = mpsc::channel();
+    writer
+        .submit(
+            move |c: &mut Core| {
+                let _ = started_tx.send(());
+                let _ = go_rx.recv();
+                c.store.batches_committed
+            },
+            move |r, _| {
+                let _ = held_tx.send(r);
+            },
+        )
+        .unwrap();
+    started.recv().unwrap();
+    let (answers_tx, answers) = mpsc::channel();
+    for i in 0..4 {
+        let send = send.clone();
+        let tx = answers_tx.clone();
+        writer
+            .submit(
+                move |c: &mut Core| {
+                    if i == 0 {
+                        c.store.fail_next_commit();
+                    }
+                    send(c, format!("lost {i}"))
+                },
+                move |r, _| {
+                    let _ = tx.send((i, r));
+                },
+            )
+            .unwrap();
+    }
+    go.send(()).unwrap();
+    let before = held.recv().unwrap().unwrap();
+    let mut got: Vec<(i32, Answer)> = (0..4).map(|_| answers.recv().unwrap()).collect();
+    got.sort_by_key(|(i, _)| *i);
+    for (i, answer) in &got {
+        assert_eq!(
+            answer.as_ref().map(|_| ()),
+            Err(&Code::StorageUnavailable),
+            "send {i} of the failed batch: {answer:?}"
+        );
+    }
+
+    // Nothing of the batch is in the store; the next batch is kept.
+    let next = writer
+        .run_blocking(move |c| send(c, "kept".into()))
+        .unwrap();
+    let (sent, batch) = next;
+    let sent = sent.unwrap();
+    assert!(sent["id"].is_string(), "{sent}");
+    assert!(batch > before, "a batch of its own");
+    let bodies = writer
+        .run_blocking(|c| {
+            let mut st = c
+                .store
+                .conn()
+                .prepare("SELECT body FROM messages ORDER BY seq")
+                .unwrap();
+            let v: Vec<String> = st
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            let inputs: i64 = c
+                .store
+                .conn()
+                .query_row(
+                    "SELECT count(*) FROM events WHERE kind = 'human.input'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (v, inputs)
+        })
+        .unwrap();
+    assert_eq!(bodies, (vec!["kept".to_string()], 1));
+    drop(writer);
+    drop(thread.join().unwrap());
+    bus.release();
+}

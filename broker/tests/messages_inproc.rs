@@ -1,6 +1,6 @@
 //! Human, tester and known-token paths of the message verbs and the shared
 //! reads, in process: a real `Core` on a real store in a private data root,
-//! calling `verbs::dispatch` as the socket would after the proof gate.
+//! calling `handlers::dispatch` as the socket would after the proof gate.
 //! (Shim sessions can't reach a child broker's socket yet.)
 
 mod common;
@@ -1639,4 +1639,67 @@ fn a_refused_send_leaves_no_notice() {
         ])]
     );
     assert!(bus_notices(&e).is_empty());
+}
+
+/// Issue 31's mutant of `verbs/mod.rs` (`refused`): the known-token
+/// refusal keeping its subject. A refusal is filed under the request's
+/// task ref, its subject; a known-token refusal records nothing of the
+/// request but the verb and the code (spec 3i: known-token content in
+/// broker evidence refuses). Here the task ref itself carries a (numeric)
+/// loaded token, and then the body does under a plain task ref: neither
+/// refusal has a subject, and no row holds the token. The same request
+/// refused for another reason keeps its subject.
+#[test]
+fn a_known_token_refusal_is_filed_under_no_subject() {
+    const TOKEN: &str = "424242424242424242";
+    let mut e = Env::new();
+    let pm = role("pm", "run-p");
+    e.ok(&pm, "role.claim", Value::Null);
+    e.core
+        .set_known_tokens(KnownTokens::new(vec![TOKEN.into()]));
+    let in_ref = json!({"to": "cto", "body": "x", "task_ref": format!("vikunja:7/{TOKEN}")});
+    assert_eq!(e.call(&pm, "message.send", in_ref), Err(Code::KnownToken));
+    let in_body = json!({"to": "cto", "body": format!("t {TOKEN}"), "task_ref": "vikunja:7/8"});
+    assert_eq!(e.call(&pm, "message.send", in_body), Err(Code::KnownToken));
+    // Refused for another reason (a send takes no task ref), the subject
+    // is kept.
+    let other = json!({"to": "cto", "body": "x", "task_ref": "vikunja:7/8"});
+    assert_eq!(
+        e.call(&pm, "message.send", other),
+        Err(Code::InvalidRequest)
+    );
+
+    let mut st = e
+        .core
+        .store
+        .conn()
+        .prepare(
+            "SELECT role, subject, body FROM events WHERE kind = 'action.refused' ORDER BY seq",
+        )
+        .unwrap();
+    let rows: Vec<(String, Option<String>, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    drop(st);
+    let known = r#"{"action":"message.send","code":"known-token"}"#.to_string();
+    assert_eq!(
+        rows,
+        vec![
+            ("pm".to_string(), None, known.clone()),
+            ("pm".to_string(), None, known),
+            (
+                "pm".to_string(),
+                Some("vikunja:7/8".to_string()),
+                r#"{"action":"message.send","code":"invalid-request"}"#.to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        e.count(&format!(
+            "SELECT count(*) FROM events WHERE subject LIKE '%{TOKEN}%' OR body LIKE '%{TOKEN}%'"
+        )),
+        0
+    );
 }

@@ -1,6 +1,6 @@
 //! Who may call the review verbs, in process (human and tester sessions need
 //! a proof a child broker's socket can't get here): a real `Core` on a real
-//! store, calling `verbs::dispatch` as the socket would after the proof gate.
+//! store, calling `handlers::dispatch` as the socket would after the proof gate.
 
 mod common;
 

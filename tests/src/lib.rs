@@ -202,6 +202,15 @@ impl Broker {
         b
     }
 
+    /// Boots the example config with extra environment, on `kernel` when
+    /// given (see [`Broker::start_on`]).
+    pub fn start_with(root: &Path, kernel: Option<OldKernel>, env: &[(&str, &str)]) -> Broker {
+        let first = json!({"op": "boot", "config": config(root)}).to_string();
+        let (b, reply) = Broker::spawn_on(root, &first, env, None, kernel);
+        assert_eq!(reply["ok"], json!(true), "boot: {reply}");
+        b
+    }
+
     fn spawn_on(
         root: &Path,
         first: &str,
@@ -699,6 +708,10 @@ pub enum OldKernel {
     /// Before Linux 5.1: no SO_PEERPIDFD either, and `pidfd_open`,
     /// `pidfd_send_signal` and `pidfd_getfd` fail with ENOSYS.
     NoPidfd,
+    /// Linux 6.5 and later as it answers for a peer already reaped:
+    /// `SO_PEERPIDFD` fails with this errno (ESRCH from 6.9, EINVAL 6.5 to
+    /// 6.8), for every connection; the pidfd calls work.
+    PeerGone(i32),
 }
 
 /// `SO_PEERPIDFD` (Linux 6.5).
@@ -731,12 +744,16 @@ impl OldKernel {
         // No syscall has this number: the NoPeerPidfd filter's pidfd rows.
         const NONE: u32 = u32::MAX;
         let (open, signal, getfd) = match self {
-            OldKernel::NoPeerPidfd => (NONE, NONE, NONE),
+            OldKernel::NoPeerPidfd | OldKernel::PeerGone(_) => (NONE, NONE, NONE),
             OldKernel::NoPidfd => (
                 libc::SYS_pidfd_open as u32,
                 libc::SYS_pidfd_send_signal as u32,
                 libc::SYS_pidfd_getfd as u32,
             ),
+        };
+        let peer_pidfd_errno = match self {
+            OldKernel::PeerGone(errno) => errno as u32,
+            _ => libc::ENOPROTOOPT as u32,
         };
         let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
         vec![
@@ -754,12 +771,7 @@ impl OldKernel {
             /* 11 */ f(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
             /* 12 */ f(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
             /* 13 */
-            f(
-                RET_K,
-                0,
-                0,
-                libc::SECCOMP_RET_ERRNO | libc::ENOPROTOOPT as u32,
-            ),
+            f(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | peer_pidfd_errno),
         ]
     }
 

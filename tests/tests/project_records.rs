@@ -3069,3 +3069,65 @@ fn a_read_held_up_in_the_file_system_is_answered_within_the_clients_wait() {
         .open(&head);
     w.b.close();
 }
+
+/// Issue 31's mutant of `verbs/mod.rs` (`finish_staged`): the replies of
+/// the staged verbs, which carry bytes of the records repository, skipping
+/// the known-token check. A loaded token (pm's Vikunja credential, from
+/// the broker's environment) in a committed spec, in a docs file and as a
+/// docs file's author: `spec.read`, `project.file` and `project.files` each
+/// answer `known-token`, with the refusal on record under the verb, and
+/// the token reaches neither a reply nor the store. A file without it
+/// reads as usual.
+#[test]
+fn a_records_file_holding_a_loaded_token_answers_known_token() {
+    const TOKEN: &str = "records.fixture~token_0123456789";
+    const VAR: &str = "MOSAIC_TEST_RECORDS_TOKEN";
+    let repo = Repo::new();
+    repo.commit(
+        "spec/north-star.md",
+        &format!("# North star\nkey {TOKEN}\n"),
+        "Ada",
+    );
+    repo.commit("docs/plan.md", &format!("# Plan\n{TOKEN}\n"), "pm.pm");
+    repo.commit("docs/clean.md", "# Clean\n", "pm.pm");
+    let mut biz = writers();
+    biz["roles"]["pm"]["credentials"] = json!({"vikunja": {"env": VAR, "expires": "2099-03-01"}});
+    let w = world_of(repo.path(), None, &[(VAR, TOKEN)], biz);
+    let human = ShimSession::human(&w.b);
+    let file = |path: &str| human.call("project.file", json!({"project": "site", "path": path}));
+
+    // The clean file reads: the check is on what the reply holds.
+    let clean = file("docs/clean.md");
+    assert_eq!(res(&clean)["content"], json!("# Clean\n"));
+
+    let spec = w.b.call(&w.pm, "spec.read", json!({"project": "site"}));
+    assert_eq!(spec, json!({"ok": false, "error": "known-token"}));
+    let plan = file("docs/plan.md");
+    assert_eq!(plan, json!({"ok": false, "error": "known-token"}));
+    // The token as a docs file's last author: the listing would show it.
+    repo.commit("docs/named.md", "# Named\n", TOKEN);
+    let files = human.call("project.files", json!({"project": "site"}));
+    assert_eq!(files, json!({"ok": false, "error": "known-token"}));
+
+    let refused: Vec<Value> = refusals(w.root.path())
+        .into_iter()
+        .filter(|r| r[4] == json!("known-token"))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![
+            json!(["pm", "run-pm", null, "spec.read", "known-token"]),
+            json!(["human", "human-cli", null, "project.file", "known-token"]),
+            json!(["human", "human-cli", null, "project.files", "known-token"]),
+        ]
+    );
+    let logs = w.b.stderr();
+    assert!(!logs.contains(TOKEN), "the token in the logs");
+    w.b.close();
+    let mut stored = std::fs::read(w.root.path().join("bus/bus.sqlite")).expect("store");
+    stored.extend(std::fs::read(w.root.path().join("bus/bus.sqlite-wal")).unwrap_or_default());
+    assert!(
+        !stored.windows(TOKEN.len()).any(|x| x == TOKEN.as_bytes()),
+        "the token in the store"
+    );
+}

@@ -33,9 +33,6 @@ pub use fields::Fields;
 pub use handler::{Op, Outside};
 pub use staged::{Found, Prepared, Serial, Slow, Staged};
 pub use table::{OpRow, Run, VerbRow, HOST_OPS, VERBS};
-/// `mosaic_bus::verbs::messages`, an old path (see `lib.rs`).
-#[doc(hidden)]
-pub use verbs::messages;
 
 use crate::budget::Budget;
 use crate::core::{Caller, Core};

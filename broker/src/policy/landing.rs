@@ -458,4 +458,27 @@ mod tests {
             assert!(!is_object_name(&bad), "{bad}");
         }
     }
+
+    /// The words the role reads: `via` names who resolved, and each RESULT
+    /// names the task, the project, the commits or the code, and what
+    /// became of the decision. (`cargo mutants`: docs/testing.md; the
+    /// landing tests in `tests/tests/landing.rs` read them through a real
+    /// broker too.)
+    #[test]
+    fn via_and_the_result_bodies_say_what_happened() {
+        assert_eq!((via(true), via(false)), ("cli", "broker"));
+        assert_eq!(
+            landed_body(TASK, "site", "c1", "c0", "d1"),
+            "Task vikunja:3/41 landed on the main of project site: main is now c1 \
+             (it was c0). Decision d1 is spent."
+        );
+        assert_eq!(
+            refused_body(TASK, "site", "merge-conflict", None),
+            "The landing of task vikunja:3/41 on the main of project site was refused: \
+             merge-conflict. Main did not move and the decision is not spent."
+        );
+        assert!(
+            refused_body(TASK, "site", "x", Some("why")).ends_with("is not spent.\nDetail: why")
+        );
+    }
 }

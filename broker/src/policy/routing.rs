@@ -526,4 +526,80 @@ mod tests {
         assert_eq!(Class::parse("other"), None);
         assert_eq!(Domain::parse("legal"), None);
     }
+
+    /// `classify_for` gates a `role.revoke` of an END_PROTECTED instance
+    /// whatever the maps say, and nothing else: a revoke of another
+    /// instance, or another action on the protected one, classifies as
+    /// `classify` does. (`cargo mutants`: docs/testing.md.)
+    #[test]
+    fn only_a_revoke_of_the_protected_instance_is_gated_by_its_target() {
+        let mut b = business();
+        b.roles.insert(
+            "aide".into(),
+            crate::config::Role {
+                definition: Some("assistant".into()),
+                ..b.roles["dev"].clone()
+            },
+        );
+        let table = [
+            ("role.revoke", Some("aide"), Class::Gated),
+            ("role.revoke", Some("pm"), Class::CrossRole),
+            ("role.revoke", None, Class::CrossRole),
+            ("git.merge.protected", Some("aide"), Class::CrossRole),
+        ];
+        for (action, target, class) in table {
+            assert_eq!(
+                classify_for(&b, "dev", action, target),
+                class,
+                "{action} {target:?}"
+            );
+        }
+    }
+
+    /// A send nobody holds: the launcher is told unless the send is to the
+    /// launcher, from it, or a tester's; the target is launchable when it is
+    /// one of the launch block's instances (never the launcher); without a
+    /// launch block nothing is said. The notice names the message, both
+    /// roles, and whether a launch can follow. (`cargo mutants`:
+    /// docs/testing.md.)
+    #[test]
+    fn waiting_tells_the_launcher_about_others_sends_and_says_what_it_may_launch() {
+        let b = business();
+        let w = |to: &str, sender: Option<&str>| {
+            let w = waiting(&b, to, sender, true);
+            assert_eq!(
+                (w.launcher.as_deref(), w.launcher_running),
+                (Some("cto"), Some(true))
+            );
+            (w.told, w.launchable)
+        };
+        assert_eq!(w("dev", Some("pm")), (true, Some(true)));
+        assert_eq!(w("pm", Some("dev")), (true, Some(false)));
+        assert_eq!(w("cto", Some("pm")), (false, Some(false)));
+        assert_eq!(w("dev", Some("cto")), (false, Some(true)));
+        assert_eq!(w("dev", None), (false, Some(true)));
+        let mut none = business();
+        none.launch = None;
+        assert_eq!(
+            waiting(&none, "dev", Some("pm"), true),
+            Waiting {
+                launcher: None,
+                told: false,
+                launcher_running: None,
+                launchable: None
+            }
+        );
+        assert_eq!(
+            launch_notice_body("m1", "pm", "dev", true),
+            "Message m1 from pm to dev waits: dev has no running session. \
+             Launch dev within the launch block's limits, or tell pm why not \
+             with message.send in_reply_to m1."
+        );
+        assert_eq!(
+            launch_notice_body("m1", "pm", "qa", false),
+            "Message m1 from pm to qa waits: qa has no running session \
+             and isn't in the launch block's instances, so a launch of qa is refused. \
+             Tell pm why not with message.send in_reply_to m1."
+        );
+    }
 }

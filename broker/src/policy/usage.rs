@@ -370,4 +370,65 @@ mod tests {
             })
         );
     }
+
+    /// A page of `byRun` (`Aggregate::paged`) is the unpaged `byRun` cut to
+    /// the runs after `after`, the first `limit` of them in key order,
+    /// whatever order the readings come in (a run's readings spread out,
+    /// smaller runs arriving once the page is full); `more_runs` says
+    /// whether a run past the page was seen; the total and every other
+    /// group count every reading. (`cargo mutants`: docs/testing.md.)
+    #[test]
+    fn a_page_of_runs_is_the_unpaged_by_run_cut_in_key_order() {
+        let orders = [
+            ["r1", "r2", "r3", "r4", "r5", "r1", "r3", "r5"],
+            ["r5", "r4", "r3", "r2", "r1", "r5", "r2", "r4"],
+            ["r3", "r5", "r1", "r4", "r2", "r3", "r1", "r4"],
+        ];
+        for order in &orders {
+            let readings: Vec<Reading> = order
+                .iter()
+                .enumerate()
+                .map(|(i, run)| {
+                    let outcome = if i % 3 == 2 {
+                        Outcome::Unknown
+                    } else {
+                        known(i as u64 + 1, 1, 0, 0)
+                    };
+                    reading(run, &format!("m{i}"), Some("opus"), outcome)
+                })
+                .collect();
+            let all = aggregate(&readings);
+            let mut unpaged = Aggregate::default();
+            readings.iter().for_each(|r| unpaged.add(r));
+            assert!(!unpaged.more_runs(), "unpaged, never more");
+            for after in [None, Some("r0"), Some("r2"), Some("r5")] {
+                let past: Vec<&String> = all
+                    .by_run
+                    .keys()
+                    .filter(|k| after.is_none_or(|a| k.as_str() > a))
+                    .collect();
+                for limit in 0..=6 {
+                    let mut a = Aggregate::paged(RunWindow {
+                        after: after.map(str::to_string),
+                        limit,
+                        more: false,
+                    });
+                    readings.iter().for_each(|r| a.add(r));
+                    let more = a.more_runs();
+                    let page = a.finish();
+                    let want: BTreeMap<String, Totals> = past
+                        .iter()
+                        .take(limit)
+                        .map(|k| ((*k).clone(), all.by_run[*k].clone()))
+                        .collect();
+                    let case = format!("{order:?} after {after:?} limit {limit}");
+                    assert_eq!(page.by_run, want, "{case}");
+                    assert_eq!(more, past.len() > limit, "{case}");
+                    assert_eq!(page.total, all.total, "{case}");
+                    assert_eq!(page.by_instance, all.by_instance, "{case}");
+                    assert_eq!(page.by_model, all.by_model, "{case}");
+                }
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! What the broker's in-process tests share: a private data root, and a
 //! real `Core` on a real store in one, taking requests through
-//! `verbs::dispatch` as the socket does once the caller is resolved.
+//! `handlers::dispatch` as the socket does once the caller is resolved.
 //! Each test file that wants it says `mod common;`.
 
 #![allow(dead_code)]

@@ -111,4 +111,18 @@ mod tests {
         assert!(!is_option(OsStr::new("-")) && !is_option(OsStr::new("/p")));
         assert!(!is_option(OsStr::new("")));
     }
+
+    /// An unknown option exits [`USAGE_EXIT`], never 0. (`cargo mutants`:
+    /// docs/testing.md.)
+    #[test]
+    fn an_unknown_option_exits_with_the_usage_status() {
+        assert_eq!(
+            format!("{:?}", unknown_option("x", OsStr::new("--frob"))),
+            format!("{:?}", ExitCode::from(USAGE_EXIT))
+        );
+        assert_ne!(
+            format!("{:?}", ExitCode::from(USAGE_EXIT)),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+    }
 }

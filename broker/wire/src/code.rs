@@ -471,4 +471,14 @@ mod tests {
             assert_eq!(Code::parse(s), Some(*c));
         }
     }
+
+    /// A code prints as its wire string (logs and errors show it so).
+    /// (`cargo mutants`: docs/testing.md.)
+    #[test]
+    fn every_code_displays_as_its_wire_string() {
+        for c in Code::ALL {
+            assert_eq!(c.to_string(), c.as_str());
+        }
+        assert_eq!(Code::KnownToken.to_string(), "known-token");
+    }
 }

@@ -9,6 +9,8 @@
 //! - [`hardening`]: no new privileges, empty capability sets, not
 //!   dumpable, die with the parent.
 //! - [`limits`]: `RLIMIT_NOFILE` and the connection caps sized from it.
+//! - [`pause`]: debug builds only, the named points where a test holds a
+//!   race window open (compiled to nothing in a release build).
 //!
 //! System calls go through `nix`, capability sets through `caps`; the few
 //! raw calls left are the ones neither covers, each with its `SAFETY` line.
@@ -18,4 +20,5 @@
 pub mod hardening;
 pub mod limits;
 pub mod notify;
+pub mod pause;
 pub mod procfs;

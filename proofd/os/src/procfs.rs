@@ -454,6 +454,7 @@ impl PeerPin {
     /// reads that must agree, and the pidfd still alive after the second.
     pub fn by_pid(pid: i32) -> Result<PeerPin, ProcError> {
         let before = read_stat(pid)?;
+        crate::pause::at(crate::pause::PIN);
         let fd = PidFd::open(pid)?;
         let after = read_stat(pid)?;
         if before.start_time != after.start_time {

@@ -24,6 +24,17 @@ pub const CHILD_FD: i32 = 3;
 /// How long the client waits for one reply.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The reply deadline: [`REPLY_TIMEOUT`]; in a debug build run with a test's
+/// pause point set (`mosaic_os::pause`), a minute, so that a helper a test
+/// holds at the point is not taken for a dead one.
+fn reply_timeout() -> Duration {
+    #[cfg(debug_assertions)]
+    if std::env::var_os(mosaic_os::pause::PAUSE_ENV).is_some() {
+        return Duration::from_secs(60);
+    }
+    REPLY_TIMEOUT
+}
+
 /// Why a proofd call did not succeed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProofdError {
@@ -90,6 +101,12 @@ impl ProofdClient {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        // Debug builds only: a test's pause point reaches the helper too
+        // (`mosaic_os::pause`).
+        #[cfg(debug_assertions)]
+        if let Some(v) = std::env::var_os(mosaic_os::pause::PAUSE_ENV) {
+            cmd.env(mosaic_os::pause::PAUSE_ENV, v);
+        }
         // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -120,8 +137,8 @@ impl ProofdClient {
     }
 
     fn handshake(child: Option<Child>, stream: UnixStream) -> io::Result<ProofdClient> {
-        stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
-        stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+        stream.set_read_timeout(Some(reply_timeout()))?;
+        stream.set_write_timeout(Some(reply_timeout()))?;
         let mut client = ProofdClient {
             child,
             writer: stream.try_clone()?,

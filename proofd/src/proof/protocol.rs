@@ -188,7 +188,10 @@ impl<T: ProcessTable> Server<T> {
                 with_id(json!({"ok": true}), id)
             }
             Ok(Request::Verify { id, req }) => match verify(&self.table, &self.launches, &req) {
-                Ok(()) => with_id(json!({"ok": true}), id),
+                Ok(()) => {
+                    mosaic_os::pause::at(mosaic_os::pause::PROVEN);
+                    with_id(json!({"ok": true}), id)
+                }
                 Err(code) => with_id(json!({"ok": false, "error": code.as_str()}), id),
             },
             Ok(Request::Peer { id, req }) => {
