@@ -1,6 +1,6 @@
 //! `message.send`, `message.receive` and `message.read` on real brokers over
 //! the real socket (role and reader sessions; human and tester sessions are
-//! covered in process in `broker/tests/messages_inproc.rs`).
+//! covered in process in `broker/tests/messages_human_and_tester.rs`).
 
 use mosaic_tests::*;
 use serde_json::{json, Value};
