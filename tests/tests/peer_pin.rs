@@ -19,7 +19,7 @@
 use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -47,106 +47,6 @@ fn require_pid_steering() {
 /// forks first: callers check and retry).
 fn next_pid_is(pid: i32) {
     std::fs::write(NS_LAST_PID, (pid - 1).to_string()).expect("write ns_last_pid");
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 with a valid out-array of two ints.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors were just made for us.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-fn read_byte(fd: &OwnedFd) -> bool {
-    let mut b = 0u8;
-    // SAFETY: reads one byte into a live local.
-    unsafe { libc::read(fd.as_raw_fd(), (&mut b as *mut u8).cast(), 1) == 1 }
-}
-
-fn write_byte(fd: &OwnedFd) {
-    // SAFETY: writes one byte from a static.
-    unsafe { libc::write(fd.as_raw_fd(), b"x".as_ptr().cast(), 1) };
-}
-
-fn sockaddr(path: &Path) -> (libc::sockaddr_un, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_un is valid.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_os_str().as_encoded_bytes();
-    assert!(bytes.len() < addr.sun_path.len());
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    (
-        addr,
-        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-    )
-}
-
-/// A connection made by a forked child (so SO_PEERCRED names the child),
-/// kept by this process; the child waits until told to exit.
-struct Connector {
-    pid: i32,
-    conn: UnixStream,
-    exit: OwnedFd,
-}
-
-impl Connector {
-    fn connect(socket: &Path) -> Connector {
-        let (addr, len) = sockaddr(socket);
-        // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0);
-        // SAFETY: the descriptor was just made for us.
-        let conn = unsafe { UnixStream::from_raw_fd(fd) };
-        let (ready_r, ready_w) = pipe();
-        let (exit_r, exit_w) = pipe();
-        // SAFETY: the child makes only async-signal-safe calls (connect,
-        // write, read, _exit) on memory and descriptors made before fork.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                let rc = libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len);
-                if rc != 0 {
-                    libc::_exit(1);
-                }
-                libc::write(ready_w.as_raw_fd(), b"c".as_ptr().cast(), 1);
-                let mut b = 0u8;
-                libc::read(exit_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        drop(ready_w);
-        drop(exit_r);
-        assert!(read_byte(&ready_r), "the connector did not connect");
-        Connector {
-            pid,
-            conn,
-            exit: exit_w,
-        }
-    }
-
-    /// Lets the connector exit and reaps it: its pid is free again.
-    fn exit(&self) {
-        write_byte(&self.exit);
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        assert_eq!(unsafe { libc::waitpid(self.pid, &mut status, 0) }, self.pid);
-    }
-
-    /// Sends `line` on the kept connection and reads the reply.
-    fn request(&mut self, line: &[u8]) -> String {
-        self.conn
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        self.conn.write_all(line).unwrap();
-        self.conn.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut out = String::new();
-        let _ = self.conn.read_to_string(&mut out);
-        out
-    }
 }
 
 /// Waits until `holder` holds a pidfd for `pid` (the daemon's pin).

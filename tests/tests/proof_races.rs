@@ -20,8 +20,8 @@ use mosaic_tests::*;
 use serde_json::{json, Value};
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::FromRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -173,96 +173,6 @@ fn capless_sleeper() -> Capless {
     Capless(cmd.spawn().expect("sleep"))
 }
 
-/// A connection made by a forked child (so SO_PEERCRED names the child),
-/// kept by this process; the child waits until told to exit.
-struct Connector {
-    pid: i32,
-    conn: UnixStream,
-    exit: OwnedFd,
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 with a valid out-array of two ints.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors were just made for us.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-impl Connector {
-    /// Forks a child that connects to `socket` and waits. Returns once the
-    /// child has called `connect` (the broker accepts on its own time).
-    fn connect(socket: &Path) -> Connector {
-        let bytes = socket.as_os_str().as_encoded_bytes();
-        // SAFETY: an all-zero sockaddr_un is valid.
-        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        assert!(bytes.len() < addr.sun_path.len());
-        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0);
-        // SAFETY: the descriptor was just made for us.
-        let conn = unsafe { UnixStream::from_raw_fd(fd) };
-        let (ready_r, ready_w) = pipe();
-        let (exit_r, exit_w) = pipe();
-        // SAFETY: the child makes only async-signal-safe calls (connect,
-        // write, read, _exit) on memory and descriptors made before fork.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                let rc = libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len);
-                if rc != 0 {
-                    libc::_exit(1);
-                }
-                libc::write(ready_w.as_raw_fd(), b"c".as_ptr().cast(), 1);
-                let mut b = 0u8;
-                libc::read(exit_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
-                libc::_exit(0);
-            }
-        }
-        drop(ready_w);
-        drop(exit_r);
-        let mut b = 0u8;
-        // SAFETY: reads one byte into a live local.
-        let n = unsafe { libc::read(ready_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
-        assert_eq!(n, 1, "the connector did not connect");
-        Connector {
-            pid,
-            conn,
-            exit: exit_w,
-        }
-    }
-
-    /// Lets the connector exit and reaps it: its pid is free again.
-    fn exit(&self) {
-        // SAFETY: writes one byte from a static.
-        unsafe { libc::write(self.exit.as_raw_fd(), b"x".as_ptr().cast(), 1) };
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        assert_eq!(unsafe { libc::waitpid(self.pid, &mut status, 0) }, self.pid);
-    }
-
-    /// Sends `line` on the kept connection and reads the reply.
-    fn request(&mut self, line: &[u8]) -> Value {
-        self.conn
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-        self.conn.write_all(line).expect("write");
-        self.conn
-            .shutdown(std::net::Shutdown::Write)
-            .expect("shutdown");
-        let mut out = String::new();
-        let _ = self.conn.read_to_string(&mut out);
-        serde_json::from_str(out.trim()).unwrap_or(Value::Null)
-    }
-}
-
 /// On a kernel without `SO_PEERPIDFD` the broker pins its peer by pid at
 /// accept: a start-time read, `pidfd_open`, a second read. Held between
 /// the first read and `pidfd_open` (pause point `pin`), the connector exits
@@ -306,7 +216,8 @@ fn a_pid_that_changes_hands_between_the_pins_two_reads_is_refused() {
                                    "nonce": "a".repeat(32)},
                          "business": "acme", "verb": "trail", "args": {"subject": "x"}});
     assert_eq!(
-        connector.request(format!("{request}\n").as_bytes()),
+        serde_json::from_str::<Value>(connector.request(format!("{request}\n").as_bytes()).trim())
+            .unwrap_or(Value::Null),
         json!({"ok": false, "error": "proof-start-time"}),
         "{}",
         b.stderr()
