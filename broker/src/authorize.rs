@@ -19,6 +19,7 @@ use crate::policy::routing::{self, Class};
 use crate::store::decisions::{insert_decision_event, launch_latest, load, DecisionRow};
 use crate::store::evidence::{self, Actor, Written};
 use crate::store::threads;
+use crate::store::Db;
 use crate::store::Tx;
 use serde_json::json;
 
@@ -94,7 +95,7 @@ fn consume_asked(
     asked: Asked<'_>,
     decision: Option<&str>,
 ) -> Result<Class, Code> {
-    let class = check_asked(&t.tx, business, run, asked, decision)?;
+    let class = check_asked(t.db(), business, run, asked, decision)?;
     if let Some(id) = decision {
         // Checked unused above in this transaction; the unique
         // 'consumed' index and its trigger back it up (a refusal there
@@ -128,7 +129,7 @@ struct Asked<'a> {
 /// the commit, so a write refused on the way (`project-busy`) leaves the
 /// approval unspent.
 pub fn check_in_project(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     business: &Business,
     role: &str,
     run: &str,
@@ -149,7 +150,7 @@ pub fn check_in_project(
 /// vocabulary, launch toggle, then the cited decision's match, resolution
 /// and single use, in the order every path gives them.
 pub fn check(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     business: &Business,
     role: &str,
     run: &str,
@@ -167,7 +168,7 @@ pub fn check(
 }
 
 fn check_asked(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     business: &Business,
     run: &str,
     asked: Asked<'_>,

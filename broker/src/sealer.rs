@@ -11,8 +11,8 @@
 //! data root.
 
 use crate::error::Code;
+use crate::store::Db;
 use crate::store::{self, canonical, clock, seals};
-use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub struct Sealer {
 
 /// The seals file, checked (or made) and not yet sealed into.
 pub struct SealsFile {
-    conn: Connection,
+    conn: Db,
     path: PathBuf,
 }
 
@@ -53,7 +53,7 @@ impl SealsFile {
     /// which looks every `period`.
     pub fn start(self, db_path: &Path, period: Duration) -> Result<Sealer, Code> {
         let store_conn = store::open_reader(db_path).map_err(|_| Code::StorageUnavailable)?;
-        let _ = store_conn.busy_timeout(Duration::from_secs(5));
+        let _ = store_conn.set_busy_timeout(Duration::from_secs(5));
         let SealsFile { conn, path } = self;
         seal_now(&store_conn, &conn)?;
         let (tx, rx) = mpsc::channel::<()>();
@@ -97,7 +97,7 @@ impl Drop for Sealer {
     }
 }
 
-fn run(store: Connection, seals_conn: Connection, rx: mpsc::Receiver<()>, period: Duration) {
+fn run(store: Db, seals_conn: Db, rx: mpsc::Receiver<()>, period: Duration) {
     let mut seen = seals::data_version(&store);
     loop {
         match rx.recv_timeout(period) {
@@ -113,7 +113,7 @@ fn run(store: Connection, seals_conn: Connection, rx: mpsc::Receiver<()>, period
 }
 
 /// One look: when the store changed since the last one, seal what is new.
-fn pass(store: &Connection, seals_conn: &Connection, seen: &mut Option<i64>) {
+fn pass(store: &Db, seals_conn: &Db, seen: &mut Option<i64>) {
     let now = seals::data_version(store);
     if now.is_some() && now == *seen {
         return;
@@ -126,7 +126,7 @@ fn pass(store: &Connection, seals_conn: &Connection, seen: &mut Option<i64>) {
 }
 
 /// Seals what is unsealed now, logging the seal; `None` when nothing was.
-pub fn seal_now(store: &Connection, seals_conn: &Connection) -> Result<Option<seals::Seal>, Code> {
+pub fn seal_now(store: &Db, seals_conn: &Db) -> Result<Option<seals::Seal>, Code> {
     let sealed = seals::seal_pending(store, seals_conn, &mut seal_time)?;
     if let Some(s) = &sealed {
         tracing::info!(seq = s.seq, root = %canonical::hex(&s.root), "seal");

@@ -159,7 +159,8 @@ fn agent_state_shapes_and_the_stranded_cap() {
     let at: String = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row("SELECT at FROM decisions WHERE id = ?1", [&d], |r| r.get(0))
         .unwrap();
     assert_eq!(

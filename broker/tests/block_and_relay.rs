@@ -87,7 +87,7 @@ impl Env {
 
     /// `(from_role, class, to_role, in_reply_to)` of a stored message and its thread.
     fn stored(&self, id: &str) -> (Vec<Value>, Option<String>) {
-        let conn = self.core.store.conn();
+        let conn = self.core.store.db().sql();
         let row = conn
             .query_row(
                 "SELECT from_role, class, to_role, in_reply_to FROM messages WHERE id = ?1",
@@ -110,7 +110,7 @@ impl Env {
 
     /// `(role, action, code)` of every `action.refused`, oldest first.
     fn refusals(&self) -> Vec<(String, String, String)> {
-        let conn = self.core.store.conn();
+        let conn = self.core.store.db().sql();
         let mut st = conn
             .prepare(
                 "SELECT role, json_extract(body, '$.action'), json_extract(body, '$.code')
@@ -126,7 +126,8 @@ impl Env {
     fn count(&self, table: &str) -> i64 {
         self.core
             .store
-            .conn()
+            .db()
+            .sql()
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
             .expect("count")
     }
@@ -317,7 +318,8 @@ fn the_chiefs_relay_lands_in_the_users_latest_opened_assistant_thread_of_the_not
     let pending: i64 = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT count(*) FROM message_threads WHERE thread = ?1",
             [&t2],

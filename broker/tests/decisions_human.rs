@@ -128,7 +128,8 @@ impl Env {
     fn one<T: rusqlite::types::FromSql>(&mut self, sql: &str, p: &str) -> T {
         self.core()
             .store
-            .conn()
+            .db()
+            .sql()
             .query_row(sql, [p], |r| r.get(0))
             .expect(sql)
     }
@@ -199,7 +200,7 @@ fn the_human_resolves_a_gated_decision_with_human_input_and_a_close_message() {
     let row: (String, String, String, String, String, Option<String>, Option<String>) = e
         .core()
         .store
-        .conn()
+        .db().sql()
         .query_row(
             "SELECT from_role, from_run, to_role, class, body, request, decision FROM messages WHERE id = ?1",
             [&msg],
@@ -285,7 +286,8 @@ fn withdraw_messages_go_out_for_the_human_and_other_runs_only() {
     let (body, request): (String, Option<String>) = e
         .core()
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT body, request FROM messages WHERE decision = ?1",
             [&a],
@@ -320,7 +322,8 @@ fn withdraw_messages_go_out_for_the_human_and_other_runs_only() {
     let (from_run, body): (String, String) = e
         .core()
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT from_run, body FROM messages WHERE id = ?1",
             [&msg],
@@ -446,7 +449,7 @@ fn a_failed_transaction_leaves_the_approval_unspent() {
     let mut raised = String::new();
     let direct = e.core().store.write(|t| {
         let at = t.now();
-        t.tx.execute(
+        t.db().sql().execute(
             "INSERT INTO decision_events(decision, kind, by, run, at) VALUES (?1, 'consumed', 'dev-1', 'dev-1', ?2)",
             [id.as_str(), at.as_str()],
         )
@@ -563,7 +566,8 @@ fn the_human_resolves_and_sees_a_decision_routed_to_an_arbiter() {
     let (from, body): (String, String) = e
         .core()
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT from_run, body FROM messages WHERE id = ?1",
             [r["message"].as_str().unwrap()],

@@ -40,7 +40,7 @@ fn fresh() -> (tempfile::TempDir, Core, BusDir) {
 /// error can make SQLite end it.
 fn end_the_batch_under_a_request(core: &mut Core) {
     let ended = core.store.write(|t| {
-        t.tx.execute_batch("ROLLBACK").unwrap();
+        t.db().sql().execute_batch("ROLLBACK").unwrap();
         Err::<(), _>(Code::StorageUnavailable)
     });
     assert_eq!(ended, Err(Code::StorageUnavailable));
@@ -48,7 +48,11 @@ fn end_the_batch_under_a_request(core: &mut Core) {
 
 /// `SELECT count(*) …` on the core's connection (it sees the open batch).
 fn count(core: &Core, sql: &str) -> i64 {
-    core.store.conn().query_row(sql, [], |r| r.get(0)).unwrap()
+    core.store
+        .db()
+        .sql()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
 }
 
 fn emit(core: &mut Core, subject: &str, fail: bool) -> Result<String, Code> {
@@ -113,7 +117,8 @@ fn a_failed_request_inside_a_group_rolls_back_alone() {
         .run_blocking(|c| {
             let mut st = c
                 .store
-                .conn()
+                .db()
+                .sql()
                 .prepare("SELECT subject FROM events ORDER BY seq")
                 .unwrap();
             let subjects: Vec<String> = st
@@ -152,7 +157,10 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
     emit(&mut core, "ok1", false).unwrap();
     assert_eq!(emit(&mut core, "f3", true), Err(Code::NotAuthorized));
     emit(&mut core, "ok2", false).unwrap();
-    assert!(!core.store.conn().is_autocommit(), "still one open batch");
+    assert!(
+        !core.store.db().sql().is_autocommit(),
+        "still one open batch"
+    );
     core.commit_batch().unwrap();
     assert_eq!(core.store.batches_committed, before + 1);
 
@@ -164,7 +172,8 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
     let subjects: Vec<String> = {
         let mut st = core
             .store
-            .conn()
+            .db()
+            .sql()
             .prepare("SELECT subject FROM events WHERE subject IS NOT NULL ORDER BY seq")
             .unwrap();
         let v = st
@@ -182,7 +191,8 @@ fn a_failed_first_request_of_a_batch_leaves_no_trace_and_the_batch_goes_on() {
     let bus = BusDir::acquire(d.path()).unwrap();
     let store = Store::open(&bus.db_path()).unwrap();
     let n: i64 = store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT count(*) FROM events WHERE subject IS NOT NULL",
             [],
@@ -309,7 +319,8 @@ fn binds_and_ends_in_a_batch_that_fails_to_commit_are_undone() {
     };
     let launched = |core: &Core, run: &str| -> i64 {
         core.store
-            .conn()
+            .db()
+            .sql()
             .query_row(
                 "SELECT count(*) FROM events WHERE kind = 'session.launched' AND run = ?1",
                 [run],
@@ -597,7 +608,8 @@ fn every_send_of_a_batch_whose_commit_fails_answers_storage_unavailable_and_none
         .run_blocking(|c| {
             let mut st = c
                 .store
-                .conn()
+                .db()
+                .sql()
                 .prepare("SELECT body FROM messages ORDER BY seq")
                 .unwrap();
             let v: Vec<String> = st
@@ -607,7 +619,8 @@ fn every_send_of_a_batch_whose_commit_fails_answers_storage_unavailable_and_none
                 .collect();
             let inputs: i64 = c
                 .store
-                .conn()
+                .db()
+                .sql()
                 .query_row(
                     "SELECT count(*) FROM events WHERE kind = 'human.input'",
                     [],

@@ -211,7 +211,7 @@ fn usage_pages_by_run_and_every_page_has_the_whole_totals() {
             )?;
             for i in 0..2500 {
                 let at = t.now();
-                t.tx.execute(
+                t.db().sql().execute(
                     "INSERT INTO usage_records(business, run, role, turn, source, kind, provider,
                        model, input, output, cache_write, cache_read, at)
                      VALUES ('acme', ?1, 'r1', 'm-1', 'pi', 'known', 'anthropic', 'm', ?2, 1, 0, 0, ?3)",
@@ -261,16 +261,18 @@ fn open_decisions(e: &mut Inproc, n: usize, by: &str, route: &str, class: &str) 
         .write(|t| {
             for _ in 0..n {
                 let at = t.now();
-                t.tx.execute(
-                    "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
+                t.db()
+                    .sql()
+                    .execute(
+                        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
                        target, class, routed_to, question, options, recommendation,
                        approval_choice, blocking, at)
                      VALUES (?1, 'acme', ?2, 'run-x', 'prd.approve', NULL, ?3, ?4, 'Ship?',
                        '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
                        'yes', 'yes', 0, ?5)",
-                    rusqlite::params![mosaic_bus::ids::uuid(), by, class, route, at],
-                )
-                .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
+                        rusqlite::params![mosaic_bus::ids::uuid(), by, class, route, at],
+                    )
+                    .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
             }
             Ok(())
         })

@@ -1260,31 +1260,12 @@ fn the_module_graph_reads_what_it_should() {
     assert!(broker.contains_key("store::evidence"));
 }
 
-/// Files outside `broker/src/store/` that name `rusqlite` today (issue 32
-/// counted six; the landed tree has these). A ratchet: a file may leave
-/// this list, none may join it. Each is here because it takes the store's
-/// connection or transaction in its own hands until the store offers the
-/// read or write it needs (counted at issue 32: 11 files of the broker and
-/// the benchmark, each naming only `Connection` save the benchmark):
+/// Files outside `broker/src/store/` that name `rusqlite`: none of the
+/// broker's own (every module reads through `store::Db`, whose connection
+/// only the store reaches), only the benchmark, which opens the store
+/// read-only to measure reads and to prepare stores and is no part of the
+/// shipped broker. A ratchet: a file may leave this list, none may join it.
 const RUSQLITE_OUTSIDE_STORE: &[&str] = &[
-    // Writer-side code that passes `&Connection` (a `Tx`/`Sp` deref) on to
-    // the store's functions: the store hands out its connection instead of
-    // the reads and writes themselves.
-    "broker/src/authorize.rs",
-    "broker/src/handlers/ops/authority.rs",
-    "broker/src/handlers/ops/landing.rs",
-    "broker/src/handlers/verbs/messages.rs",
-    "broker/src/handlers/verbs/reads.rs",
-    "broker/src/handlers/verbs/threads.rs",
-    // The seals: the sealer thread and the operator's `verify`/`export`
-    // hold their own read-only connections (the store's and the seals
-    // file's) and hand them to `store::seals` (the `seal` verb and the
-    // `seals` op read through `store::seals::SealsReader` instead).
-    "broker/src/sealer.rs",
-    "broker/src/tools/export.rs",
-    "broker/src/tools/verify.rs",
-    // The benchmark opens the store read-only to measure reads and to
-    // prepare stores; it is no part of the shipped broker.
     "broker/bench/src/bin/mosaic-bench.rs",
     "broker/bench/src/instructions.rs",
 ];
@@ -1327,6 +1308,72 @@ fn rusqlite_is_named_only_in_the_store() {
     assert!(
         gone.is_empty(),
         "no longer name rusqlite, strike them from RUSQLITE_OUTSIDE_STORE: {gone:#?}"
+    );
+}
+
+/// The store's connection stays in the store. `Db` keeps it in a private
+/// field; the one door, `Db::sql`, exists only with the feature `raw-sql`
+/// (for the migrator, the tests and the benchmark), and no module of the
+/// broker outside `store/` calls it; no `pub` item of the store hands out a
+/// `Connection` (the store's functions may take one, as the migrator's
+/// schema digest does, but never give one), and `Tx`'s transaction field is
+/// private.
+#[test]
+fn the_store_s_connection_stays_in_the_store() {
+    let root = root();
+    let store_mod = fs::read_to_string(root.join("broker/src/store/mod.rs")).expect("store");
+    let code = lex(&store_mod).code;
+    assert!(
+        code.contains("pub struct Db(Connection);"),
+        "Db's field must stay private"
+    );
+    assert!(
+        code.contains("    tx: Sp<'a>,"),
+        "Tx's transaction field must stay private"
+    );
+    let mut doors = Vec::new();
+    for f in rust_files(&root.join("broker/src/store")) {
+        let raw = fs::read_to_string(&f).expect("read");
+        let raw_lines: Vec<&str> = raw.lines().collect();
+        let text = lex(&raw).code;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let hands_out = t.starts_with("pub ")
+                && t.contains("->")
+                && t.split("->")
+                    .nth(1)
+                    .is_some_and(|r| r.contains("Connection"));
+            let field = t.starts_with("pub ") && !t.contains('(') && t.contains("Connection");
+            if hands_out || field {
+                let gated = i > 0
+                    && raw_lines
+                        .get(i - 1)
+                        .is_some_and(|a| a.contains("feature = \"raw-sql\""));
+                if !gated {
+                    doors.push(format!("{}:{}: {t}", f.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        doors.is_empty(),
+        "the store hands out its connection: {doors:#?}"
+    );
+    let mut callers = Vec::new();
+    for f in rust_files(&root.join("broker/src")) {
+        if f.starts_with(root.join("broker/src/store")) {
+            continue;
+        }
+        let text = lex(&fs::read_to_string(&f).expect("read")).code;
+        let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if squeezed.contains(".sql()") {
+            callers.push(f.display().to_string());
+        }
+    }
+    assert!(
+        callers.is_empty(),
+        "the broker reaches the store's connection: {callers:#?}"
     );
 }
 

@@ -163,7 +163,8 @@ fn a_known_token_refusal_is_filed_under_no_subject() {
     let mut st = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .prepare(
             "SELECT role, subject, body FROM events WHERE kind = 'action.refused' ORDER BY seq",
         )

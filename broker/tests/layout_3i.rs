@@ -97,7 +97,7 @@ fn a_single_send_commits_at_most_six_pages_on_average() {
     assert!(per_send <= 6.0, "{per_send} WAL frames per send");
     // The authorizations are in events, and none of them is in its
     // secondary indexes: each index holds exactly the other events.
-    let c = e.core.store.conn();
+    let c = e.core.store.db().sql();
     let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect(sql) };
     let sends_stored = count(
         "SELECT count(*) FROM events WHERE kind = 'action.allowed'
@@ -193,7 +193,7 @@ fn trail_finds_each_sends_authorization_at_any_depth() {
 /// `(SQL, full-scan steps)` of every statement the connection keeps
 /// prepared (the store's statement cache), counters reset when `reset`.
 fn scans(e: &Inproc, reset: bool) -> Vec<(String, i32)> {
-    let conn = e.core.store.conn();
+    let conn = e.core.store.db().sql();
     let mut out = Vec::new();
     // SAFETY: the handle is the connection's own and outlives the loop;
     // sqlite3_next_stmt only walks the statements it owns, and each stays
@@ -269,7 +269,7 @@ fn no_read_of_events_or_messages_scans_the_table() {
     for (caller, verb, args) in reads {
         e.ok(&caller, verb, args);
     }
-    let conn = e.core.store.conn();
+    let conn = e.core.store.db();
     let b = "acme";
     let t = "vikunja:3/41";
     store::reviews::latest_push(conn, b, t).expect("push");
@@ -295,6 +295,7 @@ fn no_read_of_events_or_messages_scans_the_table() {
             continue;
         }
         let mut plan = conn
+            .sql()
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .expect(sql);
         // Unbound parameters are NULL: the plan is the same.

@@ -29,7 +29,8 @@ fn human_instruction_carries_its_human_input_as_request() {
     let (kind, body): (String, String) = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT kind, body FROM events WHERE id = ?1",
             [&request],
@@ -209,7 +210,8 @@ fn human_receives_and_reads_messages_to_human() {
     let run: String = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT run FROM deliveries WHERE message = ?1",
             [id.as_str().unwrap()],
@@ -296,7 +298,8 @@ fn tester_rules() {
     let (from_role, from_run, request): (String, String, Option<String>) = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(
             "SELECT from_role, from_run, request FROM messages WHERE id = ?1",
             [t["id"].as_str().unwrap()],
@@ -897,7 +900,7 @@ fn within_role_decision_is_a_citation_cross_role_needs_authority() {
         assert_eq!(stored.as_deref(), Some(d.as_str()));
     }
     let bodies: Vec<String> = {
-        let conn = e.core.store.conn();
+        let conn = e.core.store.db().sql();
         let mut st = conn
             .prepare("SELECT body FROM events WHERE kind = 'action.allowed' ORDER BY seq")
             .unwrap();

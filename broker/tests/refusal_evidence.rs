@@ -54,7 +54,11 @@ fn call(core: &mut Core, c: &Caller, verb: &str, args: Value) -> Result<Value, C
 }
 
 fn count(core: &Core, sql: &str) -> i64 {
-    core.store.conn().query_row(sql, [], |r| r.get(0)).unwrap()
+    core.store
+        .db()
+        .sql()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
 }
 
 fn refusals(core: &Core) -> i64 {
@@ -72,7 +76,7 @@ fn a_failed_evidence_write_answers_storage_unavailable() {
     let (d, bus) = common::private_bus();
     let mut core = core(d.path(), &bus, "helper");
     // Don't wait out the default five seconds for a lock that won't come.
-    core.store.conn().busy_timeout(Duration::ZERO).unwrap();
+    core.store.db().sql().busy_timeout(Duration::ZERO).unwrap();
     let other = rusqlite::Connection::open(bus.db_path()).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
     // The refusal itself only reads (WAL readers don't wait on a writer).
@@ -149,7 +153,8 @@ fn refusals_inside_a_batch_keep_their_evidence_alone() {
     assert_eq!(count(&core, "SELECT count(*) FROM messages"), 2);
     let rows: Vec<(String, String)> = core
         .store
-        .conn()
+        .db()
+        .sql()
         .prepare("SELECT run, body FROM events WHERE kind = 'action.refused' ORDER BY seq")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))

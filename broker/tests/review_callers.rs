@@ -69,7 +69,8 @@ fn review_verbs_refuse_the_human_the_tester_and_readers() {
     let rows: Vec<(String, String, String)> = e
         .core
         .store
-        .conn()
+        .db()
+        .sql()
         .prepare("SELECT kind, run, subject FROM events ORDER BY seq")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))

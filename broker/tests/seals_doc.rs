@@ -7,7 +7,7 @@
 mod common;
 
 use mosaic_bus::store::canonical::{self, Hasher};
-use mosaic_bus::store::{seals, Store};
+use mosaic_bus::store::{seals, Db, Store};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,8 +41,10 @@ fn compute() -> Computed {
     let writer = Connection::open(bus.db_path()).expect("writer");
     drop(store);
     let seals_conn = seals::open_for_sealing(&bus.seals_path(), "example").expect("seals");
-    let reader = Connection::open_with_flags(bus.db_path(), OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("reader");
+    let reader = Db::new(
+        Connection::open_with_flags(bus.db_path(), OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("reader"),
+    );
     let mut rows = Vec::new();
     let mut roots = Vec::new();
     let mut all = Vec::new();

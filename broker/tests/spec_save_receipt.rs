@@ -33,7 +33,8 @@ fn git(repo: &Path, args: &[&str]) -> String {
 fn count(e: &Inproc, sql: &str) -> i64 {
     e.core
         .store
-        .conn()
+        .db()
+        .sql()
         .query_row(sql, [], |r| r.get(0))
         .expect("count")
 }
@@ -78,7 +79,8 @@ fn a_spec_save_whose_receipt_and_notices_cannot_be_stored_answers_outcome_unknow
     // connection does not wait for it.
     e.core
         .store
-        .conn()
+        .db()
+        .sql()
         .busy_timeout(Duration::ZERO)
         .expect("busy timeout");
     let other = rusqlite::Connection::open(e.bus.db_path()).expect("open");

@@ -4,7 +4,7 @@
 
 mod common;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::{full_timestamp_scan, schema, Store};
+use mosaic_bus::store::{full_timestamp_scan, schema, Db, Store};
 use rusqlite::{params, Connection};
 use std::path::Path;
 #[path = "support/store_env.rs"]
@@ -85,7 +85,7 @@ fn timestamps_increase_across_reopen() {
     let at = s
         .write(|t| {
             let at = t.now();
-            t.tx.execute(
+            t.db().sql().execute(
                 "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme','pm','r1','claim',?1)",
                 [&at],
             )
@@ -147,17 +147,19 @@ fn insert_scoped_check_refuses_exactly_what_a_full_scan_flags() {
     }
     // 2. Without the trigger, scanned afterwards.
     let (_d2, db2) = fresh();
-    let c2 = raw(&db2);
-    c2.execute_batch("DROP TRIGGER role_claims_at;").unwrap();
+    let c2 = Db::new(raw(&db2));
+    c2.sql()
+        .execute_batch("DROP TRIGGER role_claims_at;")
+        .unwrap();
     let mut seq_of = Vec::new();
     let mut flagged_idx = Vec::new();
     for (i, at) in candidates.iter().enumerate() {
-        c2.execute(
+        c2.sql().execute(
             "INSERT INTO role_claims(business, role, run, op, at) VALUES ('acme', ?1, 'r', 'claim', ?2)",
             params![format!("role{i}"), at],
         )
         .unwrap();
-        seq_of.push(c2.last_insert_rowid());
+        seq_of.push(c2.sql().last_insert_rowid());
         // The scan judges each row against the rows accepted before it, as
         // the trigger does; a flagged row is removed again so later rows see
         // the same history the trigger's table has.
@@ -167,8 +169,11 @@ fn insert_scoped_check_refuses_exactly_what_a_full_scan_flags() {
             .any(|(t, s)| t == "role_claims" && *s == seq_of[i]);
         if hit {
             flagged_idx.push(i);
-            c2.execute_batch("DROP TRIGGER role_claims_no_delete;").ok();
-            c2.execute("DELETE FROM role_claims WHERE seq = ?1", [seq_of[i]])
+            c2.sql()
+                .execute_batch("DROP TRIGGER role_claims_no_delete;")
+                .ok();
+            c2.sql()
+                .execute("DELETE FROM role_claims WHERE seq = ?1", [seq_of[i]])
                 .unwrap();
         }
     }
@@ -181,17 +186,18 @@ fn a_malformed_row_rolls_back_its_whole_transaction() {
     let (_d, db) = fresh();
     let mut s = Store::open(&db).unwrap();
     let before: i64 = s
-        .conn()
+        .db()
+        .sql()
         .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
         .unwrap();
     let r = s.write(|t| {
         let at = t.now();
-        t.tx.execute(
+        t.db().sql().execute(
             "INSERT INTO events(id, business, kind, body, at) VALUES ('ok1','acme','x.y','{}',?1)",
             [at],
         )
         .map_err(|_| Code::StorageUnavailable)?;
-        t.tx.execute(
+        t.db().sql().execute(
             "INSERT INTO events(id, business, kind, body, at) VALUES ('bad','acme','x.y','{}','2099-01-01')",
             [],
         )
@@ -200,7 +206,8 @@ fn a_malformed_row_rolls_back_its_whole_transaction() {
     });
     assert_eq!(r, Err(Code::Timestamp));
     let after: i64 = s
-        .conn()
+        .db()
+        .sql()
         .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
         .unwrap();
     assert_eq!(before, after, "the good row rolled back with the bad one");
@@ -775,7 +782,7 @@ fn a_commit_made_to_fail_fails_once_and_keeps_nothing() {
     let note = |s: &mut Store, id: &str| {
         s.write(|t| {
             let at = t.now();
-            t.tx.execute(
+            t.db().sql().execute(
                 "INSERT INTO events(id, business, kind, body, at) VALUES (?1, 'acme', 'x.y', '{}', ?2)",
                 params![id, at],
             )

@@ -2,7 +2,7 @@
 
 mod common;
 use mosaic_bus::error::Code;
-use mosaic_bus::store::{full_timestamp_scan, Store};
+use mosaic_bus::store::{full_timestamp_scan, Db, Store};
 use std::os::unix::fs::PermissionsExt;
 #[path = "support/store_env.rs"]
 mod store_env;
@@ -104,7 +104,7 @@ fn open_refuses_a_broken_foreign_key_and_a_bad_stored_timestamp() {
 fn an_open_store_is_wal_with_synchronous_full() {
     let (_d, db) = fresh();
     let s = Store::open(&db).unwrap();
-    let c = s.conn();
+    let c = s.db().sql();
     let mode: String = c
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -267,7 +267,7 @@ fn a_bad_timestamp_written_behind_the_brokers_back_refuses_the_open() {
         .unwrap();
     assert_eq!(open_code(&db), Some(Code::Timestamp), "out of order");
     assert_eq!(
-        full_timestamp_scan(&raw(&db)).unwrap(),
+        full_timestamp_scan(&Db::new(raw(&db))).unwrap(),
         vec![("messages".to_string(), 2)]
     );
 

@@ -24,7 +24,7 @@ fn fresh() -> (tempfile::TempDir, BusDir, PathBuf) {
     s.write(|t| {
         for id in ["m1", "m2", "m3", "m4"] {
             let at = t.now();
-            t.tx.execute(
+            t.db().sql().execute(
                 "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body, at)
                  VALUES (?1, 'acme', 'pm', 'run-pm', 'cto', 'INFO', 'hi', ?2)",
                 [id, at.as_str()],
@@ -65,7 +65,7 @@ fn append(s: &mut Store, r: &NewUsageRecord<'_>) -> Result<UsageRecord, Code> {
 /// The business's readings, as the `usage` read gets them.
 fn readings(s: &Store) -> Vec<Reading> {
     let mut out = Vec::new();
-    each_usage_reading(s.conn(), "acme", &mut |r| out.push(r.clone())).unwrap();
+    each_usage_reading(s.db(), "acme", &mut |r| out.push(r.clone())).unwrap();
     out
 }
 
@@ -99,7 +99,7 @@ fn each_kind_is_appended_with_the_clock_and_found_again_by_run_source_and_turn()
     .unwrap();
     assert_eq!(unknown.kind, Kind::Unknown("usage-parse-failed".into()));
 
-    let c = s.conn();
+    let c = s.db();
     assert_eq!(
         usage_baseline(c, "run-1", "claude-code", "m1").unwrap(),
         Some(base)
@@ -138,7 +138,8 @@ fn a_second_baseline_or_outcome_for_a_turn_is_refused_and_changes_nothing() {
     )
     .unwrap();
     let count = |s: &Store| -> i64 {
-        s.conn()
+        s.db()
+            .sql()
             .query_row("SELECT count(*) FROM usage_records", [], |r| r.get(0))
             .unwrap()
     };

@@ -13,7 +13,7 @@ use mosaic_bus::store::root::{
     check_data_root, check_private, BusDir, BUS_DIR, DB_FILE, SEALS_FILE,
 };
 use mosaic_bus::store::schema::{master_digest, sha256_hex, Pin};
-use mosaic_bus::store::{check_pin, stored_version, whole_store_checks};
+use mosaic_bus::store::{check_pin, stored_version, whole_store_checks, Db};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 
@@ -94,13 +94,20 @@ pub fn migrate_with_backup(
         BackupPlan::Beside => Some(data_root.to_path_buf()),
         BackupPlan::Into(dir) => Some(dir.clone()),
     };
-    run(&conn, versions, steps, backup.as_deref(), &dir, out)
+    run(
+        &Db::new(conn),
+        versions,
+        steps,
+        backup.as_deref(),
+        &dir,
+        out,
+    )
 }
 
 /// Copies the store at `bus` (its connection `conn`, at `version`) into a
 /// new backup directory under `into`; returns where.
 fn take_backup(
-    conn: &Connection,
+    conn: &Db,
     bus: &Path,
     into: &Path,
     pin: &Pin<'_>,
@@ -115,6 +122,7 @@ fn take_backup(
     let seals = if check_private(&seals_path, false)? {
         Some(
             Connection::open_with_flags(&seals_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map(Db::new)
                 .map_err(|_| Code::SealsUnreadable)?,
         )
     } else {
@@ -126,6 +134,7 @@ fn take_backup(
     backup::quick_check(&copy_db)?;
     {
         let copy = Connection::open_with_flags(&copy_db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map(Db::new)
             .map_err(|_| Code::BackupFailed)?;
         check_pin(&copy, pin).map_err(|_| Code::BackupFailed)?;
     }
@@ -156,7 +165,7 @@ fn open(db: &Path) -> Result<Connection, Code> {
 }
 
 fn run(
-    conn: &Connection,
+    conn: &Db,
     versions: &[Pin<'_>],
     steps: &[Step],
     backup_into: Option<&Path>,
@@ -199,10 +208,11 @@ fn run(
 }
 
 /// Runs one step in its own transaction and proves the result is `target`.
-fn apply(conn: &Connection, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+fn apply(db: &Db, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+    let conn = db.sql();
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(|_| Code::StorageUnavailable)?;
-    let r = in_transaction(conn, step, target);
+    let r = in_transaction(db, step, target);
     let r = match r {
         Ok(lines) => conn
             .execute_batch("COMMIT")
@@ -216,7 +226,8 @@ fn apply(conn: &Connection, step: &Step, target: &Pin<'_>) -> Result<Vec<String>
     r
 }
 
-fn in_transaction(conn: &Connection, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+fn in_transaction(db: &Db, step: &Step, target: &Pin<'_>) -> Result<Vec<String>, Code> {
+    let conn = db.sql();
     let failed = |_| Code::MigrationStep;
     // The guard goes back with its very text, so the digest can match.
     let guard: String = conn

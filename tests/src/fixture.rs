@@ -23,8 +23,10 @@ pub fn bulk_store(root: &Path, rows: u64, chunks: u64, gap: bool) -> Vec<seals::
     writer
         .execute_batch("PRAGMA synchronous = OFF")
         .expect("pragma");
-    let reader = Connection::open_with_flags(bus.db_path(), OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("reader");
+    let reader = mosaic_bus::store::Db::new(
+        Connection::open_with_flags(bus.db_path(), OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("reader"),
+    );
     let (ev0, msg0): (i64, i64) = writer
         .query_row(
             "SELECT (SELECT coalesce(max(seq), 0) FROM events),

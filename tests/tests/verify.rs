@@ -220,12 +220,14 @@ fn newest_rows_removed_and_the_chain_recomputed_pass_without_an_anchor_and_fail_
         &format!("DELETE FROM seals WHERE seq > {keep}"),
     );
     // ...and seal what is left again, with the broker's own code.
-    let store = Connection::open_with_flags(
-        root.join("bus/bus.sqlite"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .expect("store");
-    let seals_conn = db(root, "seals.sqlite");
+    let store = mosaic_bus::store::Db::new(
+        Connection::open_with_flags(
+            root.join("bus/bus.sqlite"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("store"),
+    );
+    let seals_conn = mosaic_bus::store::Db::new(db(root, "seals.sqlite"));
     let resealed = mosaic_bus::store::seals::seal_pending(&store, &seals_conn, &mut |l| {
         mosaic_bus::sealer::seal_time(l)
     })

@@ -236,7 +236,7 @@ fn build(n: usize) -> Built {
             }
             for k in 0..10 {
                 let at = t.now();
-                t.tx.execute(
+                t.db().sql().execute(
                     "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
                        target, class, routed_to, question, options, recommendation,
                        approval_choice, blocking, at)
@@ -253,7 +253,8 @@ fn build(n: usize) -> Built {
     // No ANALYZE: a broker never runs it (sqlite_stat1 would change the
     // pinned sqlite_master digest), so the plans measured are the broker's.
     let _ = store
-        .conn()
+        .db()
+        .sql()
         .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
     eprintln!(
         "bench_reads: built {n} role messages in {:.1}s",
@@ -350,7 +351,7 @@ fn main() {
     };
     let scan_ms = |b: &Built| {
         let t = Instant::now();
-        let u = msgs::Unread::load(b.core.store.conn()).unwrap_or_else(|e| fail("unread scan", e));
+        let u = msgs::Unread::load(b.core.store.db()).unwrap_or_else(|e| fail("unread scan", e));
         drop(u);
         (t.elapsed().as_secs_f64() * 1e4).round() / 10.0
     };
@@ -462,7 +463,9 @@ mod history {
         q: &str,
         p: impl rusqlite::Params,
     ) -> Result<(), mosaic_bus::error::Code> {
-        t.tx.execute(q, p)
+        t.db()
+            .sql()
+            .execute(q, p)
             .map(|_| ())
             .map_err(|e| mosaic_bus::store::map_sql_error(&e))
     }
@@ -714,7 +717,8 @@ mod history {
                     &|c, _| {
                         let after: String = c
                             .store
-                            .conn()
+                            .db()
+                            .sql()
                             .query_row(
                                 "SELECT at FROM events ORDER BY seq DESC LIMIT 1 OFFSET 100",
                                 [],

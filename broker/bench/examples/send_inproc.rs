@@ -56,7 +56,8 @@ fn main() {
         if let Ok(names) = std::env::var(var) {
             for name in names.split(',').filter(|n| !n.is_empty()) {
                 core.store
-                    .conn()
+                    .db()
+                    .sql()
                     .execute_batch(&format!("DROP {kind} {name}"))
                     .expect("drop");
             }
@@ -87,7 +88,8 @@ fn main() {
         _ => {
             if mode == "sync-off" {
                 core.store
-                    .conn()
+                    .db()
+                    .sql()
                     .pragma_update(None, "synchronous", "OFF")
                     .expect("pragma");
             }

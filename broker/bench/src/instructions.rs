@@ -124,7 +124,8 @@ impl Writer {
         // index costs by dropping it.
         if let Ok(sql) = std::env::var("MOSAIC_INPROC_SQL") {
             store
-                .conn()
+                .db()
+                .sql()
                 .execute_batch(&sql)
                 .unwrap_or_else(|_| fail("MOSAIC_INPROC_SQL"));
         }

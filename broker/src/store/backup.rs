@@ -16,6 +16,7 @@
 //! read.
 
 use super::root::{BUS_DIR, DB_FILE, SEALS_FILE};
+use super::Db;
 use crate::error::Code;
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
@@ -52,11 +53,7 @@ pub fn check_destination(dest: &Path) -> Result<(), Code> {
 /// Copies the store `store` is open on (and the seals file `seals`, when
 /// given) into a new data root at `dest`. `dest` must be free
 /// ([`check_destination`]); on failure whatever was made there is removed.
-pub fn copy_root(
-    store: &Connection,
-    seals: Option<&Connection>,
-    dest: &Path,
-) -> Result<Copied, Code> {
+pub fn copy_root(store: &Db, seals: Option<&Db>, dest: &Path) -> Result<Copied, Code> {
     check_destination(dest)?;
     make_dir(dest)?;
     let r = copy_into(store, seals, dest);
@@ -66,7 +63,7 @@ pub fn copy_root(
     r
 }
 
-fn copy_into(store: &Connection, seals: Option<&Connection>, dest: &Path) -> Result<Copied, Code> {
+fn copy_into(store: &Db, seals: Option<&Db>, dest: &Path) -> Result<Copied, Code> {
     let bus = dest.join(BUS_DIR);
     make_dir(&bus)?;
     if let Some(s) = seals {
@@ -109,7 +106,7 @@ fn failed(e: rusqlite::Error) -> Code {
 }
 
 /// One database, one snapshot: the whole source in one backup step.
-fn copy_db(src: &Connection, to: &Path) -> Result<(), Code> {
+fn copy_db(src: &Db, to: &Path) -> Result<(), Code> {
     // Made here, private, before SQLite opens it.
     std::fs::OpenOptions::new()
         .write(true)
@@ -123,7 +120,7 @@ fn copy_db(src: &Connection, to: &Path) -> Result<(), Code> {
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let mut dst = Connection::open_with_flags(to, flags).map_err(failed)?;
     {
-        let b = Backup::new(src, &mut dst).map_err(failed)?;
+        let b = Backup::new(&src.0, &mut dst).map_err(failed)?;
         // Busy or locked: the source was being written at that instant;
         // try again shortly, for at most about thirty seconds.
         let mut tries = 0;

@@ -8,11 +8,11 @@
 //! this is the one other writer of that table, see docs/decisions.md).
 
 use super::evidence::Written;
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::routing::Class;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
 fn sql(e: rusqlite::Error) -> Code {
@@ -148,7 +148,7 @@ impl DecisionRow {
 }
 
 /// The decision `id` of `business`, if any.
-pub fn load(conn: &Connection, business: &str, id: &str) -> Result<Option<DecisionRow>, Code> {
+pub fn load(conn: &Db, business: &str, id: &str) -> Result<Option<DecisionRow>, Code> {
     conn.query_row(
         &format!("SELECT {COLS} FROM decision_state WHERE id = ?1 AND business = ?2"),
         params![id, business],
@@ -161,7 +161,7 @@ pub fn load(conn: &Connection, business: &str, id: &str) -> Result<Option<Decisi
 /// The `decision_state` rows matching `filter` (a WHERE clause over its
 /// columns, with `?1`… bound to `params`), oldest first.
 pub(crate) fn select_where(
-    conn: &Connection,
+    conn: &Db,
     filter: &str,
     params: &[&str],
 ) -> Result<Vec<DecisionRow>, Code> {
@@ -334,7 +334,7 @@ pub fn decision_event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
 }
 
 /// The closing `decision_events` row of a decision, as JSON.
-pub fn closing_event(conn: &Connection, decision: &str) -> Result<Value, Code> {
+pub fn closing_event(conn: &Db, decision: &str) -> Result<Value, Code> {
     conn.query_row(
         &format!(
             "SELECT {DECISION_EVENT_COLUMNS} FROM decision_events
@@ -349,10 +349,7 @@ pub fn closing_event(conn: &Connection, decision: &str) -> Result<Value, Code> {
 }
 
 /// The business's latest launch toggle: `(kind, event id, at)`.
-pub fn launch_latest(
-    conn: &Connection,
-    business: &str,
-) -> Result<Option<(String, String, String)>, Code> {
+pub fn launch_latest(conn: &Db, business: &str) -> Result<Option<(String, String, String)>, Code> {
     conn.prepare_cached(concat!(
         "SELECT kind, id, at FROM events WHERE business = ?1
          AND kind IN ('launch.revoked', 'launch.restored') AND ",

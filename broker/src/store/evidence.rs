@@ -1,7 +1,7 @@
 //! The append-only writer: one function per kind of row. Every row gets its
 //! timestamp from the transaction's clock; nothing here updates or deletes.
 
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use crate::ids;
 use rusqlite::{params, OptionalExtension};
@@ -122,11 +122,7 @@ pub fn insert_claim(t: &mut Tx<'_>, business: &str, c: &ClaimRow<'_>) -> Result<
 }
 
 /// The run holding `(business, role)`, if any.
-pub fn holder(
-    tx: &rusqlite::Connection,
-    business: &str,
-    role: &str,
-) -> Result<Option<String>, Code> {
+pub fn holder(tx: &Db, business: &str, role: &str) -> Result<Option<String>, Code> {
     tx.prepare_cached(
         "SELECT op, run FROM role_claims WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",
     )
@@ -142,12 +138,7 @@ pub fn holder(
 
 /// True when `run` holds `role` now: the role's claim, or (for a run of a
 /// thread instance, which claims a thread instead, schema 3e) a thread's.
-pub fn holds(
-    conn: &rusqlite::Connection,
-    business: &str,
-    role: &str,
-    run: &str,
-) -> Result<bool, Code> {
+pub fn holds(conn: &Db, business: &str, role: &str, run: &str) -> Result<bool, Code> {
     if holder(conn, business, role)?.as_deref() == Some(run) {
         return Ok(true);
     }
@@ -155,12 +146,7 @@ pub fn holds(
 }
 
 /// True when `run` was revoked from `(business, role)`.
-pub fn revoked(
-    tx: &rusqlite::Connection,
-    business: &str,
-    role: &str,
-    run: &str,
-) -> Result<bool, Code> {
+pub fn revoked(tx: &Db, business: &str, role: &str, run: &str) -> Result<bool, Code> {
     tx.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM role_claims WHERE run = ?1 AND business = ?2 AND role = ?3 AND op = 'revoke')",
     )
@@ -169,11 +155,7 @@ pub fn revoked(
 }
 
 /// The body of a run's `session.launched` and whether it has `session.ended`.
-pub fn session_of(
-    conn: &rusqlite::Connection,
-    business: &str,
-    run: &str,
-) -> Result<(Option<Value>, bool), Code> {
+pub fn session_of(conn: &Db, business: &str, run: &str) -> Result<(Option<Value>, bool), Code> {
     let mut stmt = conn
         .prepare_cached(concat!(
             "SELECT kind, body FROM events WHERE business = ?1 AND run = ?2

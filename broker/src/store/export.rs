@@ -8,9 +8,10 @@
 //! without a timestamp (`task_comment_cursors`) comes after the rows with
 //! one in the same read.
 
+use super::Db;
 use crate::error::Code;
+use rusqlite::params;
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
@@ -71,7 +72,7 @@ fn json_value(v: ValueRef<'_>) -> Value {
 /// `lo` to `hi`, both included) in commit order; `f` answers false to stop.
 /// Returns how many rows it was given.
 pub fn each_in_order(
-    store: &Connection,
+    store: &Db,
     ranges: &[(&'static str, i64, i64)],
     f: &mut dyn FnMut(Row) -> bool,
 ) -> Result<u64, Code> {

@@ -5,8 +5,9 @@
 
 use super::decisions::{self, DecisionRow};
 use super::map_sql_error;
+use super::Db;
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 fn sql(e: rusqlite::Error) -> Code {
     map_sql_error(&e)
@@ -22,11 +23,7 @@ pub struct Verdict {
 }
 
 /// The task's latest review verdict, if it has one.
-pub fn latest_verdict(
-    conn: &Connection,
-    business: &str,
-    task_ref: &str,
-) -> Result<Option<Verdict>, Code> {
+pub fn latest_verdict(conn: &Db, business: &str, task_ref: &str) -> Result<Option<Verdict>, Code> {
     conn.prepare_cached(concat!(
         "SELECT id, json_extract(body, '$.verdict'), json_extract(body, '$.commit')
          FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'review.verdict' AND ",
@@ -49,7 +46,7 @@ pub fn latest_verdict(
 /// The role's decisions for `action` that are resolved and unused, oldest
 /// first (the candidates `landHeld` weighs).
 pub fn resolved_unused(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     role: &str,
     action: &str,

@@ -4,9 +4,9 @@
 //! Every writer takes its timestamp from the transaction's clock and runs the
 //! known-token check on what it is about to store.
 
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Value};
 
 /// A message as the verbs hand it to [`insert_message`].
@@ -180,11 +180,7 @@ pub struct MessageFacts {
 }
 
 /// Looks a message up by id within one business.
-pub fn message_facts(
-    conn: &Connection,
-    business: &str,
-    id: &str,
-) -> Result<Option<MessageFacts>, Code> {
+pub fn message_facts(conn: &Db, business: &str, id: &str) -> Result<Option<MessageFacts>, Code> {
     conn.prepare_cached(
         "SELECT m.seq, m.from_role, m.to_role,
            (SELECT run FROM deliveries WHERE message = m.id),
@@ -207,7 +203,7 @@ pub fn message_facts(
 }
 
 /// True when `id` names a decision of `business`.
-pub fn decision_exists(conn: &Connection, business: &str, id: &str) -> Result<bool, Code> {
+pub fn decision_exists(conn: &Db, business: &str, id: &str) -> Result<bool, Code> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM decisions WHERE id = ?1 AND business = ?2)")
         .and_then(|mut s| s.query_row(params![id, business], |r| r.get(0)))
         .map_err(sql)
@@ -221,7 +217,7 @@ pub fn decision_exists(conn: &Connection, business: &str, id: &str) -> Result<bo
 /// after the newest delivered one. The scan walks back from the newest
 /// message to the first delivered one, so it costs the backlog, not the history.
 pub fn undelivered(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     to_role: &str,
     limit: usize,
@@ -296,7 +292,7 @@ use std::collections::BTreeMap;
 
 impl Unread {
     /// Scans the store once.
-    pub fn load(conn: &Connection) -> Result<Unread, Code> {
+    pub fn load(conn: &Db) -> Result<Unread, Code> {
         let mut u = Unread::default();
         let mut stmt = conn
             .prepare(
@@ -426,11 +422,7 @@ pub struct SpecNotice {
 /// thread, with a body that begins as [`spec_notice_lead`] writes it.
 /// Launch notices (`_bus` too) reply to the waiting message, so they are
 /// never taken for one.
-pub fn spec_notice(
-    conn: &Connection,
-    business: &str,
-    id: &str,
-) -> Result<Option<SpecNotice>, Code> {
+pub fn spec_notice(conn: &Db, business: &str, id: &str) -> Result<Option<SpecNotice>, Code> {
     let row: Option<(String, String)> = conn
         .prepare_cached(
             "SELECT m.to_role, m.body FROM messages m
@@ -464,7 +456,7 @@ pub fn spec_notice(
 /// the spec review notice it reaches, if any. Every reply names an earlier
 /// message, so the walk ends.
 pub fn reply_chain_notice(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     start: &str,
 ) -> Result<Option<SpecNotice>, Code> {
@@ -475,7 +467,7 @@ pub fn reply_chain_notice(
 /// chain from `start` (itself included), nearest first; `None` where the
 /// chain ends first. Every reply names an earlier message, so the walk ends.
 pub fn up_reply_chain<T>(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     start: &str,
     mut find: impl FnMut(&str) -> Result<Option<T>, Code>,

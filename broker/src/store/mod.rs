@@ -53,9 +53,100 @@ macro_rules! not_a_send {
 /// [`not_a_send!`] as a constant, for `format!`.
 pub const NOT_A_SEND: &str = not_a_send!();
 
+/// A handle on the store's database: every read function of the store
+/// takes one, and a [`Tx`]'s writes run through one. Only the store reaches
+/// the SQLite connection inside, so no other module of the broker can run a
+/// statement of its own. The writer's is read through [`Store::db`] (a read
+/// verb gets `&Core`, which begins no transaction, so what it holds reads
+/// and nothing else); the sealer and the operator's tools open their own
+/// read-only ones ([`open_reader`], [`open_for_tools`], `seals::open_*`).
+pub struct Db(Connection);
+
+/// The statements the store's modules run through a [`Db`] (private to the
+/// store: outside it, a `Db` is only something to hand back to it).
+impl Db {
+    fn prepare_cached(&self, sql: &str) -> rusqlite::Result<rusqlite::CachedStatement<'_>> {
+        self.0.prepare_cached(sql)
+    }
+
+    fn prepare(&self, sql: &str) -> rusqlite::Result<rusqlite::Statement<'_>> {
+        self.0.prepare(sql)
+    }
+
+    fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.0.query_row(sql, params, f)
+    }
+
+    fn execute<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.0.execute(sql, params)
+    }
+
+    fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
+        self.0.execute_batch(sql)
+    }
+
+    fn is_autocommit(&self) -> bool {
+        self.0.is_autocommit()
+    }
+
+    fn last_insert_rowid(&self) -> i64 {
+        self.0.last_insert_rowid()
+    }
+
+    fn total_changes(&self) -> u64 {
+        self.0.total_changes()
+    }
+
+    fn pragma_update<V: rusqlite::ToSql>(
+        &self,
+        schema: Option<rusqlite::DatabaseName<'_>>,
+        name: &str,
+        value: V,
+    ) -> rusqlite::Result<()> {
+        self.0.pragma_update(schema, name, value)
+    }
+
+    fn pragma_query_value<T, F>(
+        &self,
+        schema: Option<rusqlite::DatabaseName<'_>>,
+        name: &str,
+        f: F,
+    ) -> rusqlite::Result<T>
+    where
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.0.pragma_query_value(schema, name, f)
+    }
+
+    /// How long a read waits on a lock before it fails.
+    pub fn set_busy_timeout(&self, wait: std::time::Duration) -> Result<(), Code> {
+        self.0.busy_timeout(wait).map_err(storage)
+    }
+
+    /// The connection itself, for the programs that run SQL of their own on
+    /// a store: the migrator's steps, and the tests and the benchmark,
+    /// which plant rows and faults no verb would write (feature `raw-sql`).
+    /// No module of the broker outside the store calls it
+    /// (`broker/tests/house_rules.rs::the_store_s_connection_stays_in_the_store`).
+    #[cfg(any(test, feature = "raw-sql"))]
+    pub fn sql(&self) -> &Connection {
+        &self.0
+    }
+
+    /// A connection opened elsewhere (the migrator's, a test's), to hand to
+    /// the store's functions.
+    pub fn new(conn: Connection) -> Db {
+        Db(conn)
+    }
+}
+
 /// The open store.
 pub struct Store {
-    conn: Connection,
+    conn: Db,
     pub clock: Clock,
     /// Batch transactions committed since open.
     pub batches_committed: u64,
@@ -81,15 +172,15 @@ pub struct Store {
 /// back and beginning it again undoes exactly that verb, and the savepoint's
 /// bookkeeping (a copy of every page it first touches) is saved on the
 /// common one-request batch.
-pub struct Sp<'a> {
-    conn: &'a Connection,
+struct Sp<'a> {
+    conn: &'a Db,
     /// A real savepoint (else the batch transaction itself).
     guarded: bool,
     released: bool,
 }
 
 impl<'a> Sp<'a> {
-    fn open(conn: &'a Connection) -> rusqlite::Result<Sp<'a>> {
+    fn open(conn: &'a Db) -> rusqlite::Result<Sp<'a>> {
         run_cached(conn, "SAVEPOINT verb")?;
         Ok(Sp {
             conn,
@@ -99,7 +190,7 @@ impl<'a> Sp<'a> {
     }
 
     /// The batch transaction, which holds no other verb's changes.
-    fn bare(conn: &'a Connection) -> Sp<'a> {
+    fn bare(conn: &'a Db) -> Sp<'a> {
         Sp {
             conn,
             guarded: false,
@@ -130,21 +221,21 @@ impl Drop for Sp<'_> {
 }
 
 impl std::ops::Deref for Sp<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
+    type Target = Db;
+    fn deref(&self) -> &Db {
         self.conn
     }
 }
 
 /// Runs one statement that returns no rows, prepared once per connection.
-fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+fn run_cached(conn: &Db, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 /// One verb's writes: a savepoint (inside the writer's batch transaction,
 /// or a transaction of its own outside one) with the broker's clock beside it.
 pub struct Tx<'a> {
-    pub tx: Sp<'a>,
+    tx: Sp<'a>,
     pub clock: &'a mut Clock,
     /// The known-token check every writer applies before inserting.
     pub tokens: &'a crate::tokens::KnownTokens,
@@ -153,6 +244,12 @@ pub struct Tx<'a> {
 }
 
 impl Tx<'_> {
+    /// What the verb reads through, inside its transaction (it sees the
+    /// verb's own writes so far).
+    pub fn db(&self) -> &Db {
+        &self.tx
+    }
+
     /// The next broker timestamp.
     pub fn now(&mut self) -> String {
         self.clock.tick()
@@ -202,14 +299,15 @@ impl Store {
         } else {
             Connection::open_with_flags(db_path, flags)
         };
-        let conn = opened.map_err(|e| {
+        let conn = Db(opened.map_err(|e| {
             tracing::warn!(kind = ?sql_kind(&e), "cannot open the database");
             Code::StorageUnavailable
-        })?;
+        })?);
         let _ = std::fs::set_permissions(db_path, std::fs::Permissions::from_mode(0o600));
         // Every verb's statements stay prepared across requests.
-        conn.set_prepared_statement_cache_capacity(256);
-        conn.busy_timeout(std::time::Duration::from_secs(5))
+        conn.0.set_prepared_statement_cache_capacity(256);
+        conn.0
+            .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(storage)?;
         if !exists {
             init(&conn)?;
@@ -366,8 +464,8 @@ impl Store {
         }
     }
 
-    /// Read-only access on the writer's connection.
-    pub fn conn(&self) -> &Connection {
+    /// The writer's handle, for reads (see [`Db`]).
+    pub fn db(&self) -> &Db {
         &self.conn
     }
 
@@ -382,7 +480,7 @@ impl Store {
 /// Its seals file records the same id, so seals are never checked against
 /// another store (`seals-foreign`). A backup keeps it: the copy is the
 /// same store, and its seals go on from the same chain.
-pub fn store_id(conn: &Connection) -> Result<Option<String>, Code> {
+pub fn store_id(conn: &Db) -> Result<Option<String>, Code> {
     use rusqlite::OptionalExtension;
     conn.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
         r.get(0)
@@ -393,7 +491,7 @@ pub fn store_id(conn: &Connection) -> Result<Option<String>, Code> {
 
 /// Writes `meta.store_id` if the store has none yet (a new store, or one
 /// last opened by a broker from before seals).
-fn ensure_store_id(conn: &Connection) -> Result<(), Code> {
+fn ensure_store_id(conn: &Db) -> Result<(), Code> {
     if store_id(conn)?.is_some() {
         return Ok(());
     }
@@ -405,7 +503,7 @@ fn ensure_store_id(conn: &Connection) -> Result<(), Code> {
     .map_err(storage)
 }
 
-fn init(conn: &Connection) -> Result<(), Code> {
+fn init(conn: &Db) -> Result<(), Code> {
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(storage)?;
     let mode: String = conn
@@ -444,7 +542,7 @@ fn init(conn: &Connection) -> Result<(), Code> {
     }
 }
 
-fn configure(conn: &Connection) -> Result<(), Code> {
+fn configure(conn: &Db) -> Result<(), Code> {
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(storage)?;
     conn.pragma_update(None, "foreign_keys", "ON")
@@ -453,7 +551,7 @@ fn configure(conn: &Connection) -> Result<(), Code> {
 }
 
 /// A read-only connection to the store, through the same VFS as the writer's.
-pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
+pub fn open_reader(db_path: &Path) -> rusqlite::Result<Db> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
@@ -462,6 +560,7 @@ pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
     } else {
         Connection::open_with_flags(db_path, flags)
     }
+    .map(Db)
 }
 
 /// Opens an existing store read-only for the operator's tools (`verify`,
@@ -469,7 +568,7 @@ pub fn open_reader(db_path: &Path) -> rusqlite::Result<Connection> {
 /// file is `store-missing`, a symlink `unsafe-path`, a file SQLite can't
 /// read `store-unreadable`, one without the metadata `schema-metadata`,
 /// and one at another version `schema-version`. Writes nothing.
-pub fn open_for_tools(db_path: &Path) -> Result<Connection, Code> {
+pub fn open_for_tools(db_path: &Path) -> Result<Db, Code> {
     match std::fs::symlink_metadata(db_path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Code::StoreMissing),
         Err(_) => return Err(Code::StoreUnreadable),
@@ -478,7 +577,8 @@ pub fn open_for_tools(db_path: &Path) -> Result<Connection, Code> {
         Ok(_) => {}
     }
     let conn = open_reader(db_path).map_err(|_| Code::StoreUnreadable)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
+    conn.0
+        .busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|_| Code::StoreUnreadable)?;
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
         r.get::<_, i64>(0)
@@ -493,15 +593,16 @@ pub fn open_for_tools(db_path: &Path) -> Result<Connection, Code> {
 /// Whether the store's schema is the pinned one (its recorded source
 /// digest and its `sqlite_master`): a trigger dropped and not put back
 /// shows here.
-pub fn schema_is_pinned(conn: &Connection) -> Result<bool, Code> {
+pub fn schema_is_pinned(conn: &Db) -> Result<bool, Code> {
     Ok(meta_value(conn, "schema_sha256")? == schema::SCHEMA_SHA256
-        && schema::master_digest(conn).map_err(|_| Code::StoreUnreadable)? == schema::MASTER_SHA256)
+        && schema::master_digest(&conn.0).map_err(|_| Code::StoreUnreadable)?
+            == schema::MASTER_SHA256)
 }
 
 /// The open-time checks, in order: metadata, version, digests, WAL; then
 /// [`quick_check`], [`foreign_keys`] and the timestamps of every row (in
 /// [`latest_timestamp`]).
-fn verify_schema(conn: &Connection) -> Result<(), Code> {
+fn verify_schema(conn: &Db) -> Result<(), Code> {
     if stored_version(conn)? != schema::SCHEMA_VERSION {
         return Err(Code::SchemaVersion);
     }
@@ -510,7 +611,7 @@ fn verify_schema(conn: &Connection) -> Result<(), Code> {
 
 /// The schema version a store says it is at: `schema-metadata` when it has
 /// no `meta` table or no version in it.
-pub fn stored_version(conn: &Connection) -> Result<String, Code> {
+pub fn stored_version(conn: &Db) -> Result<String, Code> {
     let has_meta: bool = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -525,7 +626,7 @@ pub fn stored_version(conn: &Connection) -> Result<String, Code> {
     meta_value(conn, "schema_version")
 }
 
-fn meta_value(conn: &Connection, key: &str) -> Result<String, Code> {
+fn meta_value(conn: &Db, key: &str) -> Result<String, Code> {
     conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
         .map_err(|_| Code::SchemaMetadata)
 }
@@ -533,13 +634,13 @@ fn meta_value(conn: &Connection, key: &str) -> Result<String, Code> {
 /// Checks a store against the pin of the version it says it is at: the
 /// source digest in `meta` and of the pinned text (`schema-digest`), the
 /// `sqlite_master` digest (`schema-digest`) and WAL mode (`journal-mode`).
-pub fn check_pin(conn: &Connection, pin: &schema::Pin<'_>) -> Result<(), Code> {
+pub fn check_pin(conn: &Db, pin: &schema::Pin<'_>) -> Result<(), Code> {
     if meta_value(conn, "schema_sha256")? != pin.sha256
         || schema::sha256_hex(pin.sql.as_bytes()) != pin.sha256
     {
         return Err(Code::SchemaDigest);
     }
-    if schema::master_digest(conn).map_err(storage)? != pin.master {
+    if schema::master_digest(&conn.0).map_err(storage)? != pin.master {
         return Err(Code::SchemaDigest);
     }
     let mode: String = conn
@@ -554,14 +655,14 @@ pub fn check_pin(conn: &Connection, pin: &schema::Pin<'_>) -> Result<(), Code> {
 /// The whole-store checks of an open, one after the other on one
 /// connection: `quick_check` and `foreign_key_check` (`integrity`), then
 /// every row's timestamp (`timestamp`). Returns the latest timestamp.
-pub fn whole_store_checks(conn: &Connection) -> Result<i64, Code> {
+pub fn whole_store_checks(conn: &Db) -> Result<i64, Code> {
     quick_check(conn)?;
     foreign_keys(conn)?;
     latest_timestamp(conn)
 }
 
 /// `PRAGMA quick_check`.
-fn quick_check(conn: &Connection) -> Result<(), Code> {
+fn quick_check(conn: &Db) -> Result<(), Code> {
     let quick: String = conn
         .query_row("PRAGMA quick_check", [], |r| r.get(0))
         .map_err(|_| Code::Integrity)?;
@@ -572,7 +673,7 @@ fn quick_check(conn: &Connection) -> Result<(), Code> {
 }
 
 /// `PRAGMA foreign_key_check`.
-fn foreign_keys(conn: &Connection) -> Result<(), Code> {
+fn foreign_keys(conn: &Db) -> Result<(), Code> {
     let fk_violation = conn
         .prepare("PRAGMA foreign_key_check")
         .and_then(|mut s| s.exists([]))
@@ -590,7 +691,7 @@ fn foreign_keys(conn: &Connection) -> Result<(), Code> {
 /// it by `seq`, so a row written behind the broker's back (its trigger
 /// dropped and put back, leaving the digest intact) refuses the open
 /// wherever it sits, not only as a table's newest row.
-fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
+fn latest_timestamp(conn: &Db) -> Result<i64, Code> {
     let mut latest = 0i64;
     for table in schema::EVIDENCE_TABLES {
         // A store at an older version (the migrator checks one before its
@@ -616,7 +717,7 @@ fn latest_timestamp(conn: &Connection) -> Result<i64, Code> {
     Ok(latest)
 }
 
-fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+fn has_table(conn: &Db, table: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")?
         .query_row([table], |r| r.get::<_, i64>(0))
         .map(|n| n == 1)
@@ -627,7 +728,7 @@ fn has_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
 /// later than the last canonical one before it (stopping at the first when
 /// `first_only`). Returns the last canonical `at` in milliseconds.
 fn scan_table(
-    conn: &Connection,
+    conn: &Db,
     table: &str,
     bad: &mut Vec<i64>,
     first_only: bool,
@@ -672,7 +773,7 @@ fn scan_table(
 /// predecessor by `seq`. The insert triggers keep this empty, and every open
 /// runs it (stopping at the first bad row); tests compare it with the
 /// triggers row by row.
-pub fn full_timestamp_scan(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+pub fn full_timestamp_scan(conn: &Db) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut bad = Vec::new();
     for table in schema::EVIDENCE_TABLES {
         if !has_table(conn, table)? {
@@ -712,7 +813,7 @@ struct CommitFault {
 
 #[cfg(debug_assertions)]
 impl CommitFault {
-    fn from_env(conn: &Connection) -> CommitFault {
+    fn from_env(conn: &Db) -> CommitFault {
         let mut f = CommitFault::default();
         if let Some(p) = std::env::var_os(FAIL_COMMIT_ENV) {
             f.flag = Some(p.into());
@@ -722,24 +823,25 @@ impl CommitFault {
     }
 
     /// Installs the commit hook once; returns the flag it reads.
-    fn hook(&mut self, conn: &Connection) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    fn hook(&mut self, conn: &Db) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         use std::sync::atomic::{AtomicBool, Ordering};
         if let Some(a) = &self.armed {
             return a.clone();
         }
         let armed = std::sync::Arc::new(AtomicBool::new(false));
         let seen = armed.clone();
-        conn.commit_hook(Some(move || seen.swap(false, Ordering::SeqCst)));
+        conn.0
+            .commit_hook(Some(move || seen.swap(false, Ordering::SeqCst)));
         self.armed = Some(armed.clone());
         armed
     }
 
-    fn arm(&mut self, conn: &Connection) {
+    fn arm(&mut self, conn: &Db) {
         self.hook(conn)
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn at_begin(&mut self, conn: &Connection) {
+    fn at_begin(&mut self, conn: &Db) {
         if self.flag.is_some() {
             self.changes_at_begin = conn.total_changes();
         }
@@ -747,7 +849,7 @@ impl CommitFault {
 
     /// A batch that changed a row while the flag file is there fails its
     /// COMMIT; the file is taken away, so only that one does.
-    fn before_commit(&mut self, conn: &Connection) {
+    fn before_commit(&mut self, conn: &Db) {
         let Some(flag) = &self.flag else { return };
         if conn.total_changes() != self.changes_at_begin && std::fs::remove_file(flag).is_ok() {
             self.arm(conn);
@@ -761,9 +863,9 @@ struct CommitFault;
 
 #[cfg(not(debug_assertions))]
 impl CommitFault {
-    fn from_env(_: &Connection) -> CommitFault {
+    fn from_env(_: &Db) -> CommitFault {
         CommitFault
     }
-    fn at_begin(&mut self, _: &Connection) {}
-    fn before_commit(&mut self, _: &Connection) {}
+    fn at_begin(&mut self, _: &Db) {}
+    fn before_commit(&mut self, _: &Db) {}
 }

@@ -1,9 +1,9 @@
 //! Instance names (schema 3g, 3i row 141): the append-only
 //! `instance_names`, whose latest row per instance is that instance's name.
 
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 /// One instance's current name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub fn insert_name(
 }
 
 /// Every instance's current name in the business, by instance key.
-pub fn current(conn: &Connection, business: &str) -> Result<Vec<Name>, Code> {
+pub fn current(conn: &Db, business: &str) -> Result<Vec<Name>, Code> {
     let mut st = conn
         .prepare_cached(
             "SELECT n.instance, n.name, n.at FROM instance_names n
@@ -59,7 +59,7 @@ pub fn current(conn: &Connection, business: &str) -> Result<Vec<Name>, Code> {
 }
 
 /// The instance that holds `name` now, if any.
-pub fn holder(conn: &Connection, business: &str, name: &str) -> Result<Option<String>, Code> {
+pub fn holder(conn: &Db, business: &str, name: &str) -> Result<Option<String>, Code> {
     conn.prepare_cached(
         "SELECT n.instance FROM instance_names n
          WHERE n.business = ?1 AND n.name = ?2 AND n.seq = (SELECT max(seq) FROM instance_names

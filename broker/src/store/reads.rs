@@ -5,8 +5,9 @@
 use super::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
 use super::map_sql_error;
 use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
+use super::Db;
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 fn sql_err(e: rusqlite::Error) -> Code {
@@ -19,7 +20,7 @@ fn json_col(s: Option<String>) -> Value {
 }
 
 pub(crate) fn collect(
-    conn: &Connection,
+    conn: &Db,
     sql: &str,
     p: impl rusqlite::Params,
     f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
@@ -83,11 +84,7 @@ pub struct DecisionCursor {
 }
 
 /// A decision of business `b` as a [`DecisionCursor`], if it is one.
-pub fn decision_cursor(
-    conn: &Connection,
-    b: &str,
-    id: &str,
-) -> Result<Option<DecisionCursor>, Code> {
+pub fn decision_cursor(conn: &Db, b: &str, id: &str) -> Result<Option<DecisionCursor>, Code> {
     conn.prepare_cached(
         "SELECT class = 'gated', seq FROM decisions WHERE id = ?1 AND business = ?2",
     )
@@ -106,7 +103,7 @@ pub fn decision_cursor(
 /// Open decisions routed to `route`, gated first and then oldest: at most
 /// `limit`, after `after` in that order.
 pub fn open_decisions(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     route: &str,
     after: Option<DecisionCursor>,
@@ -132,7 +129,7 @@ pub fn open_decisions(
 /// seq `after`. Each row is the decision row `trail` and `inbox` give for
 /// its id.
 pub fn open_for_roles(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     after: i64,
     limit: i64,
@@ -148,7 +145,7 @@ pub fn open_for_roles(
 /// `decisions {list:'recent'}`: the business's last `limit` closed decisions
 /// of every route, newest close first, each the decision row `trail` gives
 /// plus `closed`, its closing `decision_events` row.
-pub fn recent_closed(conn: &Connection, business: &str, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn recent_closed(conn: &Db, business: &str, limit: i64) -> Result<Vec<Value>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d JOIN decision_events e
            ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
@@ -164,14 +161,14 @@ pub fn recent_closed(conn: &Connection, business: &str, limit: i64) -> Result<Ve
 
 /// One message row by id (any business: the caller found the id in its own
 /// business's unread index).
-pub fn message_by_id(conn: &Connection, id: &str) -> Result<Value, Code> {
+pub fn message_by_id(conn: &Db, id: &str) -> Result<Value, Code> {
     let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
     let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
     stmt.query_row([id], message_json).map_err(sql_err)
 }
 
 /// A role's latest `role_claims` row, if it ever had one.
-pub fn latest_claim(conn: &Connection, b: &str, role: &str) -> Result<Option<Value>, Code> {
+pub fn latest_claim(conn: &Db, b: &str, role: &str) -> Result<Option<Value>, Code> {
     conn.prepare_cached(&format!(
         "SELECT {CLAIM_COLUMNS} FROM role_claims
          WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1"
@@ -196,12 +193,7 @@ pub fn latest_claim(conn: &Connection, b: &str, role: &str) -> Result<Option<Val
 
 /// The open decisions `role` raised that wait on the human, gated first,
 /// at most `limit` of them.
-pub fn input_needed(
-    conn: &Connection,
-    b: &str,
-    role: &str,
-    limit: i64,
-) -> Result<Vec<Value>, Code> {
+pub fn input_needed(conn: &Db, b: &str, role: &str, limit: i64) -> Result<Vec<Value>, Code> {
     collect(
         conn,
         &format!(
@@ -285,7 +277,7 @@ pub struct TrailWindow<'a> {
 /// others hold a few rows each and are given whole (the caller drops what
 /// is not after `w.after`).
 pub fn trail_records(
-    conn: &Connection,
+    conn: &Db,
     b: &str,
     subject: &str,
     w: TrailWindow<'_>,
@@ -475,7 +467,7 @@ impl Table {
 /// large the table; rows missing from the key range (there are none in a
 /// store this broker wrote) are stepped over.
 pub fn last_seq_by_time(
-    conn: &Connection,
+    conn: &Db,
     table: Table,
     at: &str,
     or_equal: bool,
@@ -534,7 +526,7 @@ const AUTHORIZATION_WINDOW: i64 = 8;
 /// ([`last_seq_by_time`]); the rows around it (a few either side, in case
 /// another writer ordered the two rows otherwise) are then read by key
 /// range and matched exactly as before.
-fn send_authorization(conn: &Connection, b: &str, m: &Value, id: &str) -> Result<Vec<Value>, Code> {
+fn send_authorization(conn: &Db, b: &str, m: &Value, id: &str) -> Result<Vec<Value>, Code> {
     let at = m["at"].as_str().unwrap_or_default();
     let Some(before) = last_seq_by_time(conn, Table::Events, at, false)? else {
         return Ok(Vec::new());
@@ -563,7 +555,7 @@ fn send_authorization(conn: &Connection, b: &str, m: &Value, id: &str) -> Result
 // --- replies, messages, state, tasks ---------------------------------------
 
 /// Up to `limit` replies to message `id` of business `b`, oldest first.
-pub fn replies(conn: &Connection, b: &str, id: &str, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn replies(conn: &Db, b: &str, id: &str, limit: i64) -> Result<Vec<Value>, Code> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
          ORDER BY m.seq LIMIT ?3"
@@ -576,7 +568,7 @@ pub fn replies(conn: &Connection, b: &str, id: &str, limit: i64) -> Result<Vec<V
 
 /// Up to `limit` messages to the human older than `before` (a seq), newest
 /// first, each with `read`.
-pub fn human_feed(conn: &Connection, b: &str, before: i64, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn human_feed(conn: &Db, b: &str, before: i64, limit: i64) -> Result<Vec<Value>, Code> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
          FROM messages m WHERE m.business = ?1 AND m.to_role = 'human' AND m.seq < ?2
@@ -590,7 +582,7 @@ pub fn human_feed(conn: &Connection, b: &str, before: i64, limit: i64) -> Result
 }
 
 /// How many messages the human has, and how many of them were read.
-pub fn human_counts(conn: &Connection, b: &str) -> Result<(i64, i64), Code> {
+pub fn human_counts(conn: &Db, b: &str) -> Result<(i64, i64), Code> {
     conn.prepare_cached(
         "SELECT count(*), count(r.message) FROM messages m
          LEFT JOIN read_receipts r ON r.message = m.id
@@ -602,7 +594,7 @@ pub fn human_counts(conn: &Connection, b: &str) -> Result<(i64, i64), Code> {
 
 /// The latest event of `kind` in business `b`: `(seq, id, kind, at)`.
 pub fn latest_event_of_kind(
-    conn: &Connection,
+    conn: &Db,
     b: &str,
     kind: &str,
 ) -> Result<Option<(i64, String, String, String)>, Code> {
@@ -649,7 +641,7 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
 /// It steps from one task ref to the next through the snapshots' index and
 /// takes each one's latest snapshot, so it costs the board, not every
 /// snapshot ever taken (a `GROUP BY` read them all).
-pub fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
+pub fn current_tasks(conn: &Db, b: &str) -> Result<Vec<TaskRow>, Code> {
     let mut stmt = conn
         .prepare_cached(
             "WITH RECURSIVE task_refs(r) AS (
@@ -669,7 +661,7 @@ pub fn current_tasks(conn: &Connection, b: &str) -> Result<Vec<TaskRow>, Code> {
 }
 
 /// A task's latest snapshot.
-pub fn latest_task(conn: &Connection, b: &str, task_ref: &str) -> Result<Option<TaskRow>, Code> {
+pub fn latest_task(conn: &Db, b: &str, task_ref: &str) -> Result<Option<TaskRow>, Code> {
     conn.prepare_cached(
         "SELECT seq, task_ref, read_at, tombstone, fields, at FROM task_snapshots
          WHERE business = ?1 AND task_ref = ?2 ORDER BY seq DESC LIMIT 1",
@@ -682,7 +674,7 @@ pub fn latest_task(conn: &Connection, b: &str, task_ref: &str) -> Result<Option<
 pub type TaskRequirement = (Option<String>, Option<String>);
 
 /// `(subject, requirement)` of every `task.created` event, oldest first.
-pub fn task_created_requirements(conn: &Connection, b: &str) -> Result<Vec<TaskRequirement>, Code> {
+pub fn task_created_requirements(conn: &Db, b: &str) -> Result<Vec<TaskRequirement>, Code> {
     let mut stmt = conn
         .prepare_cached(concat!(
             "SELECT subject, json_extract(body, '$.requirement') FROM events
@@ -704,7 +696,7 @@ pub fn task_created_requirements(conn: &Connection, b: &str) -> Result<Vec<TaskR
 
 /// True when `id` is a `human.input` event of business `b` (a
 /// `task.created`'s `request`).
-pub fn is_human_input(conn: &Connection, b: &str, id: &str) -> Result<bool, Code> {
+pub fn is_human_input(conn: &Db, b: &str, id: &str) -> Result<bool, Code> {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
            AND kind = 'human.input')",

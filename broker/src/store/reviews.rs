@@ -9,8 +9,9 @@
 //!   `review.verdict` event; both have the task as subject.
 
 use super::map_sql_error;
+use super::Db;
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 fn sql(e: rusqlite::Error) -> Code {
@@ -27,11 +28,7 @@ pub struct Push {
 }
 
 /// The task's latest push record, if it has one.
-pub fn latest_push(
-    conn: &Connection,
-    business: &str,
-    task_ref: &str,
-) -> Result<Option<Push>, Code> {
+pub fn latest_push(conn: &Db, business: &str, task_ref: &str) -> Result<Option<Push>, Code> {
     conn.prepare_cached(concat!(
         "SELECT id, json_extract(body, '$.project'), json_extract(body, '$.ref'),
            json_extract(body, '$.commit')
@@ -56,12 +53,7 @@ pub fn latest_push(
 }
 
 /// True when `commit` was pushed for the task at any time.
-pub fn was_pushed(
-    conn: &Connection,
-    business: &str,
-    task_ref: &str,
-    commit: &str,
-) -> Result<bool, Code> {
+pub fn was_pushed(conn: &Db, business: &str, task_ref: &str, commit: &str) -> Result<bool, Code> {
     conn.prepare_cached(concat!(
         "SELECT EXISTS (SELECT 1 FROM events WHERE business = ?1 AND subject = ?2
            AND kind = 'action.allowed'
@@ -108,7 +100,7 @@ impl Request {
 
 /// The `review.requested` event `id` on the task, if any.
 pub fn request(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     task_ref: &str,
     id: &str,
@@ -139,7 +131,7 @@ pub fn request(
 }
 
 /// True when the request already has a `review.verdict` event.
-pub fn has_verdict(conn: &Connection, business: &str, request: &str) -> Result<bool, Code> {
+pub fn has_verdict(conn: &Db, business: &str, request: &str) -> Result<bool, Code> {
     conn.prepare_cached(concat!(
         "SELECT EXISTS (SELECT 1 FROM events WHERE business = ?1 AND kind = 'review.verdict'
            AND json_extract(body, '$.request') = ?2 AND ",
@@ -152,7 +144,7 @@ pub fn has_verdict(conn: &Connection, business: &str, request: &str) -> Result<b
 
 /// The `review.verdict` event `id` on the task: `(verdict, commit)`.
 pub fn verdict(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     task_ref: &str,
     id: &str,

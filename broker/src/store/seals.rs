@@ -12,6 +12,7 @@
 use super::canonical::{self, Digest32, Hasher, RowForm};
 use super::root::check_private;
 use super::schema::SEALED_TABLES;
+use super::Db;
 use crate::error::Code;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::{json, Value};
@@ -122,7 +123,7 @@ fn store_unreadable(e: rusqlite::Error) -> Code {
 /// Opens the seals file for the broker's sealer: creates it (0600, WAL,
 /// its schema and `meta`) when it is missing, else checks it is a seals
 /// file for `store_id` (`seals-unreadable`, `seals-foreign`).
-pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Connection, Code> {
+pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Db, Code> {
     let exists = check_private(path, false)?;
     for suffix in ["-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
@@ -142,8 +143,9 @@ pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Connection, Code>
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-    let conn = Connection::open_with_flags(path, flags).map_err(unreadable)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
+    let conn = Db(Connection::open_with_flags(path, flags).map_err(unreadable)?);
+    conn.0
+        .busy_timeout(std::time::Duration::from_secs(5))
         .map_err(unreadable)?;
     if !exists {
         init(&conn, store_id).map_err(unreadable)?;
@@ -157,7 +159,7 @@ pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Connection, Code>
     Ok(conn)
 }
 
-fn init(conn: &Connection, store_id: &str) -> rusqlite::Result<()> {
+fn init(conn: &Db, store_id: &str) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -178,7 +180,7 @@ fn init(conn: &Connection, store_id: &str) -> rusqlite::Result<()> {
 
 /// A read-only connection to an existing seals file (`seals-missing` when
 /// there is none; `seals-unreadable` when it is no seals file).
-pub fn open_read(path: &Path) -> Result<Connection, Code> {
+pub fn open_read(path: &Path) -> Result<Db, Code> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Code::SealsMissing),
         Ok(md) if md.file_type().is_file() => {}
@@ -187,15 +189,16 @@ pub fn open_read(path: &Path) -> Result<Connection, Code> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-    let conn = Connection::open_with_flags(path, flags).map_err(unreadable)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
+    let conn = Db(Connection::open_with_flags(path, flags).map_err(unreadable)?);
+    conn.0
+        .busy_timeout(std::time::Duration::from_secs(5))
         .map_err(unreadable)?;
     Ok(conn)
 }
 
 /// Checks the file is a seals file of this format and, given one, for
 /// `store_id`.
-pub fn check_file(conn: &Connection, store_id: Option<&str>) -> Result<(), Code> {
+pub fn check_file(conn: &Db, store_id: Option<&str>) -> Result<(), Code> {
     let get = |key: &str| -> Result<Option<String>, Code> {
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
@@ -212,7 +215,7 @@ pub fn check_file(conn: &Connection, store_id: Option<&str>) -> Result<(), Code>
 }
 
 /// `PRAGMA quick_check` on the seals file (`seals-unreadable` unless "ok").
-pub fn quick_check(conn: &Connection) -> Result<(), Code> {
+pub fn quick_check(conn: &Db) -> Result<(), Code> {
     let mut st = conn.prepare("PRAGMA quick_check").map_err(unreadable)?;
     let mut rows = st.query([]).map_err(unreadable)?;
     let first: Option<String> = match rows.next().map_err(unreadable)? {
@@ -267,7 +270,7 @@ fn parse_seal(
 
 /// A read-only handle on the seals file, for the `seal` verb and the
 /// `seals` host op: its connection stays in the store.
-pub struct SealsReader(Connection);
+pub struct SealsReader(Db);
 
 impl SealsReader {
     /// Opens the seals file read-only (see [`open_read`]).
@@ -287,7 +290,7 @@ impl SealsReader {
 }
 
 /// The newest seal, if any.
-pub fn newest(conn: &Connection) -> Result<Option<Seal>, Code> {
+pub fn newest(conn: &Db) -> Result<Option<Seal>, Code> {
     conn.prepare_cached(&format!(
         "SELECT {SEAL_COLUMNS} FROM seals ORDER BY seq DESC LIMIT 1"
     ))
@@ -297,7 +300,7 @@ pub fn newest(conn: &Connection) -> Result<Option<Seal>, Code> {
 }
 
 /// Up to `limit` seals after `after`, oldest first.
-pub fn after(conn: &Connection, after: i64, limit: i64) -> Result<Vec<Seal>, Code> {
+pub fn after(conn: &Db, after: i64, limit: i64) -> Result<Vec<Seal>, Code> {
     let mut st = conn
         .prepare_cached(&format!(
             "SELECT {SEAL_COLUMNS} FROM seals WHERE seq > ?1 ORDER BY seq LIMIT ?2"
@@ -314,7 +317,7 @@ pub fn after(conn: &Connection, after: i64, limit: i64) -> Result<Vec<Seal>, Cod
 }
 
 /// Calls `f` with every seal, oldest first, one at a time.
-pub fn each(conn: &Connection, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> Result<(), Code> {
+pub fn each(conn: &Db, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> Result<(), Code> {
     let mut st = conn
         .prepare(&format!("SELECT {SEAL_COLUMNS} FROM seals ORDER BY seq"))
         .map_err(unreadable)?;
@@ -327,7 +330,7 @@ pub fn each(conn: &Connection, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> R
 
 /// Begins a read transaction and takes its snapshot now (a WAL read
 /// transaction starts at its first read, not at `BEGIN`).
-pub fn begin_read(conn: &Connection, seals_file: bool) -> Result<(), Code> {
+pub fn begin_read(conn: &Db, seals_file: bool) -> Result<(), Code> {
     let err = if seals_file {
         unreadable
     } else {
@@ -342,13 +345,13 @@ pub fn begin_read(conn: &Connection, seals_file: bool) -> Result<(), Code> {
 }
 
 /// Ends a read transaction.
-pub fn end_read(conn: &Connection) {
+pub fn end_read(conn: &Db) {
     let _ = conn.execute_batch("COMMIT");
 }
 
 /// The sealed tables the store has, with the highest `seq` of each (0 for
 /// an empty one).
-pub fn table_heads(store: &Connection) -> Result<BTreeMap<String, i64>, Code> {
+pub fn table_heads(store: &Db) -> Result<BTreeMap<String, i64>, Code> {
     let mut heads = BTreeMap::new();
     for t in SEALED_TABLES {
         let present: i64 = store
@@ -368,7 +371,7 @@ pub fn table_heads(store: &Connection) -> Result<BTreeMap<String, i64>, Code> {
 }
 
 /// The lowest `seq` of `table`, if it has a row.
-pub fn min_seq(store: &Connection, table: &str) -> Result<Option<i64>, Code> {
+pub fn min_seq(store: &Db, table: &str) -> Result<Option<i64>, Code> {
     store
         .prepare_cached(&format!("SELECT min(seq) FROM {table}"))
         .and_then(|mut st| st.query_row([], |r| r.get(0)))
@@ -390,7 +393,7 @@ pub struct Hashed {
 /// sealed-table order) after `prev`, the way a seal's root is made. With
 /// `per_table`, also each table's own digest.
 pub fn hash_ranges(
-    store: &Connection,
+    store: &Db,
     prev: &Digest32,
     ranges: &[(&str, i64, i64)],
     per_table: bool,
@@ -432,7 +435,7 @@ pub fn rows_sql(table: &str) -> String {
 /// Calls `f` with the rows of `table` with `seq` in `[lo, hi]`, in `seq`
 /// order, with the table's canonical form; returns how many.
 pub fn each_row(
-    store: &Connection,
+    store: &Db,
     table: &str,
     lo: i64,
     hi: i64,
@@ -457,8 +460,8 @@ pub fn each_row(
 /// in one read transaction, then appends the seal. `now` gives the seal's
 /// timestamp (later than the last seal's).
 pub fn seal_pending(
-    store: &Connection,
-    seals: &Connection,
+    store: &Db,
+    seals: &Db,
     now: &mut dyn FnMut(Option<&str>) -> String,
 ) -> Result<Option<Seal>, Code> {
     let last = newest(seals)?;
@@ -485,7 +488,7 @@ pub fn seal_pending(
 }
 
 fn seal_in_snapshot(
-    store: &Connection,
+    store: &Db,
     prev: &Digest32,
     prev_upto: &Upto,
 ) -> Result<Option<(Hashed, Upto)>, Code> {
@@ -512,7 +515,7 @@ fn seal_in_snapshot(
 }
 
 /// Appends one seal (its own transaction, durable on return).
-pub fn append(seals: &Connection, seal: &Seal) -> Result<(), Code> {
+pub fn append(seals: &Db, seal: &Seal) -> Result<(), Code> {
     let upto = serde_json::to_string(&seal.upto).map_err(|_| Code::StorageUnavailable)?;
     let tables: BTreeMap<&str, String> = seal
         .tables
@@ -542,6 +545,6 @@ pub fn append(seals: &Connection, seal: &Seal) -> Result<(), Code> {
 }
 
 /// `PRAGMA data_version`: changes whenever another connection commits.
-pub fn data_version(conn: &Connection) -> Option<i64> {
+pub fn data_version(conn: &Db) -> Option<i64> {
     conn.query_row("PRAGMA data_version", [], |r| r.get(0)).ok()
 }

@@ -6,9 +6,9 @@
 //! thread: the thread whose latest claim row is that run's `claim`.
 
 use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
 fn sql(e: rusqlite::Error) -> Code {
@@ -47,14 +47,14 @@ pub fn insert_project(
 }
 
 /// True when the business has a project of that name.
-pub fn project_named(conn: &Connection, business: &str, name: &str) -> Result<bool, Code> {
+pub fn project_named(conn: &Db, business: &str, name: &str) -> Result<bool, Code> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE business = ?1 AND name = ?2)")
         .and_then(|mut s| s.query_row(params![business, name], |r| r.get(0)))
         .map_err(sql)
 }
 
 /// True when `id` is a project of the business.
-pub fn project_exists(conn: &Connection, business: &str, id: &str) -> Result<bool, Code> {
+pub fn project_exists(conn: &Db, business: &str, id: &str) -> Result<bool, Code> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM projects WHERE id = ?1 AND business = ?2)")
         .and_then(|mut s| s.query_row(params![id, business], |r| r.get(0)))
         .map_err(sql)
@@ -71,7 +71,7 @@ pub struct ProjectRow {
 }
 
 /// The business's projects, oldest first.
-pub fn projects(conn: &Connection, business: &str) -> Result<Vec<ProjectRow>, Code> {
+pub fn projects(conn: &Db, business: &str) -> Result<Vec<ProjectRow>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT id, name, repo, by, at FROM projects WHERE business = ?1 ORDER BY seq",
@@ -116,14 +116,14 @@ pub fn insert_thread(t: &mut Tx<'_>, th: &Thread) -> Result<String, Code> {
 }
 
 /// True when the project has a thread of that name.
-pub fn thread_named(conn: &Connection, project: &str, name: &str) -> Result<bool, Code> {
+pub fn thread_named(conn: &Db, project: &str, name: &str) -> Result<bool, Code> {
     conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM threads WHERE project = ?1 AND name = ?2)")
         .and_then(|mut s| s.query_row(params![project, name], |r| r.get(0)))
         .map_err(sql)
 }
 
 /// A thread of the business by id.
-pub fn thread(conn: &Connection, business: &str, id: &str) -> Result<Option<Thread>, Code> {
+pub fn thread(conn: &Db, business: &str, id: &str) -> Result<Option<Thread>, Code> {
     conn.prepare_cached(
         "SELECT id, business, project, instance, user, name, at FROM threads
          WHERE id = ?1 AND business = ?2",
@@ -148,7 +148,7 @@ fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Thread> {
 /// first: `{id, project, instance, name, at}` of each (the business and the
 /// user are the ones asked for).
 pub fn threads_of(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     user: &str,
     project: Option<&str>,
@@ -229,7 +229,7 @@ pub fn insert_claim(t: &mut Tx<'_>, business: &str, c: &ClaimRow<'_>) -> Result<
 }
 
 /// The run holding a thread, if any.
-pub fn holder(conn: &Connection, thread: &str) -> Result<Option<String>, Code> {
+pub fn holder(conn: &Db, thread: &str) -> Result<Option<String>, Code> {
     conn.prepare_cached(
         "SELECT op, run FROM thread_claims WHERE thread = ?1 ORDER BY seq DESC LIMIT 1",
     )
@@ -244,7 +244,7 @@ pub fn holder(conn: &Connection, thread: &str) -> Result<Option<String>, Code> {
 }
 
 /// The thread `run` holds now in the business, if any.
-pub fn held_by(conn: &Connection, business: &str, run: &str) -> Result<Option<String>, Code> {
+pub fn held_by(conn: &Db, business: &str, run: &str) -> Result<Option<String>, Code> {
     conn.prepare_cached(
         "SELECT c.thread FROM thread_claims c
          WHERE c.run = ?1 AND c.business = ?2 AND c.op = 'claim'
@@ -255,7 +255,7 @@ pub fn held_by(conn: &Connection, business: &str, run: &str) -> Result<Option<St
 }
 
 /// The thread `run` ever claimed (a run claims at most one), held or not.
-pub fn of_run(conn: &Connection, business: &str, run: &str) -> Result<Option<String>, Code> {
+pub fn of_run(conn: &Db, business: &str, run: &str) -> Result<Option<String>, Code> {
     conn.prepare_cached(
         "SELECT thread FROM thread_claims WHERE run = ?1 AND business = ?2 AND op = 'claim'
          ORDER BY seq LIMIT 1",
@@ -265,7 +265,7 @@ pub fn of_run(conn: &Connection, business: &str, run: &str) -> Result<Option<Str
 }
 
 /// True when `run` was revoked from `thread`.
-pub fn revoked(conn: &Connection, thread: &str, run: &str) -> Result<bool, Code> {
+pub fn revoked(conn: &Db, thread: &str, run: &str) -> Result<bool, Code> {
     conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM thread_claims WHERE run = ?1 AND thread = ?2 AND op = 'revoke')",
     )
@@ -276,7 +276,7 @@ pub fn revoked(conn: &Connection, thread: &str, run: &str) -> Result<bool, Code>
 /// Every thread of `instance` (made by `user`, when given) whose latest
 /// claim is held, with its holder, oldest thread first.
 pub fn held_threads(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     instance: &str,
     user: Option<&str>,
@@ -301,11 +301,7 @@ pub fn held_threads(
 /// The latest claim row of every held thread of `instance`, oldest thread
 /// first, shaped as a role claim row with `thread` added: what `agents`
 /// lists for a thread instance, which has no role claim.
-pub fn held_claim_rows(
-    conn: &Connection,
-    business: &str,
-    instance: &str,
-) -> Result<Vec<Value>, Code> {
+pub fn held_claim_rows(conn: &Db, business: &str, instance: &str) -> Result<Vec<Value>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT c.seq, c.thread, c.run, c.op, c.decision, c.by, c.at
@@ -338,7 +334,7 @@ pub fn held_claim_rows(
 /// latest `thread_opens` row is the newest); none when no such thread was
 /// ever opened. The relay of a spec review notice's answer is filed there.
 pub fn latest_opened(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     user: &str,
     instance: &str,
@@ -369,7 +365,7 @@ pub fn file_message(t: &mut Tx<'_>, message: &str, thread: &str) -> Result<Strin
 }
 
 /// The thread a message is filed under, if any.
-pub fn of_message(conn: &Connection, message: &str) -> Result<Option<String>, Code> {
+pub fn of_message(conn: &Db, message: &str) -> Result<Option<String>, Code> {
     conn.prepare_cached("SELECT thread FROM message_threads WHERE message = ?1")
         .and_then(|mut s| s.query_row([message], |r| r.get(0)).optional())
         .map_err(sql)
@@ -379,11 +375,7 @@ pub fn of_message(conn: &Connection, message: &str) -> Result<Option<String>, Co
 /// nearest message filed under a thread, and returns that thread. The walk
 /// ends where the chain does (every reply names an earlier message, so it
 /// cannot loop).
-pub fn reply_chain_thread(
-    conn: &Connection,
-    business: &str,
-    start: &str,
-) -> Result<Option<Thread>, Code> {
+pub fn reply_chain_thread(conn: &Db, business: &str, start: &str) -> Result<Option<Thread>, Code> {
     match super::messages::up_reply_chain(conn, business, start, |id| of_message(conn, id))? {
         Some(th) => thread(conn, business, &th),
         None => Ok(None),
@@ -399,7 +391,7 @@ pub fn reply_chain_thread(
 /// delivered one (found walking back from the thread's newest message), so
 /// it costs the thread's backlog, not its history.
 pub fn undelivered(
-    conn: &Connection,
+    conn: &Db,
     thread: &str,
     instance: &str,
     limit: usize,
@@ -430,7 +422,7 @@ pub fn undelivered(
 }
 
 /// A message's place in a thread (its `message_threads.seq`), if it is in it.
-pub fn place(conn: &Connection, thread: &str, message: &str) -> Result<Option<i64>, Code> {
+pub fn place(conn: &Db, thread: &str, message: &str) -> Result<Option<i64>, Code> {
     conn.prepare_cached("SELECT seq FROM message_threads WHERE thread = ?1 AND message = ?2")
         .and_then(|mut s| {
             s.query_row(params![thread, message], |r| r.get(0))
@@ -442,7 +434,7 @@ pub fn place(conn: &Connection, thread: &str, message: &str) -> Result<Option<i6
 /// Up to `limit` messages of a thread after place `after`, oldest first,
 /// each with its thread; and whether more follow.
 pub fn messages(
-    conn: &Connection,
+    conn: &Db,
     thread: &str,
     after: i64,
     limit: usize,
@@ -471,7 +463,7 @@ pub fn messages(
 /// delivered to a run that no longer holds the thread (stranded) counts as
 /// neither.
 pub fn counts(
-    conn: &Connection,
+    conn: &Db,
     thread: &str,
     instance: &str,
     holder: Option<&str>,
@@ -497,7 +489,7 @@ pub fn counts(
 /// A thread's latest message and open are its rows with the largest `seq`
 /// (`at` increases with `seq`), read off the end of its index rather than
 /// by `max(at)` over all of them.
-pub fn state(conn: &Connection, business: &str) -> Result<Vec<Value>, Code> {
+pub fn state(conn: &Db, business: &str) -> Result<Vec<Value>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT t.id, t.instance,

@@ -9,11 +9,11 @@
 //! baseline or outcome for the same `(run, source, turn)` is refused by the
 //! store's unique indexes (callers look the recorded one up first).
 
-use super::{map_sql_error, Tx};
+use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use crate::policy::usage::{Outcome, Reading, Tokens};
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
 /// What a record says.
@@ -157,7 +157,7 @@ pub fn append_usage_record(t: &mut Tx<'_>, r: &NewUsageRecord<'_>) -> Result<Usa
 
 /// The baseline recorded for `(run, source, turn)`, if any.
 pub fn usage_baseline(
-    conn: &Connection,
+    conn: &Db,
     run: &str,
     source: &str,
     turn: &str,
@@ -176,7 +176,7 @@ pub fn usage_baseline(
 
 /// The outcome (`known` or `unknown`) recorded for `(run, source, turn)`, if any.
 pub fn usage_outcome(
-    conn: &Connection,
+    conn: &Db,
     run: &str,
     source: &str,
     turn: &str,
@@ -194,7 +194,7 @@ pub fn usage_outcome(
 }
 
 fn lookup(
-    conn: &Connection,
+    conn: &Db,
     sql: &str,
     run: &str,
     source: &str,
@@ -212,7 +212,7 @@ fn lookup(
 /// followed yet (a pending turn, unknown until its end arrives). One row at
 /// a time: the caller keeps only what it sums.
 pub fn each_usage_reading(
-    conn: &Connection,
+    conn: &Db,
     business: &str,
     each: &mut dyn FnMut(&Reading),
 ) -> Result<(), Code> {

@@ -25,8 +25,8 @@ use crate::error::Code;
 use crate::store::root::{BUS_DIR, DB_FILE, SEALS_FILE};
 use crate::store::schema::SEALED_TABLES;
 use crate::store::seals::{self, Upto};
+use crate::store::Db;
 use crate::store::{self as st, export};
-use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -91,8 +91,8 @@ impl Cursor {
 
 /// A running export: its two read connections and where it stands.
 pub struct Export {
-    store: Connection,
-    seals: Connection,
+    store: Db,
+    seals: Db,
     cursor: Cursor,
     /// The last seal whose rows were all exported, and its `upto`.
     seal_done: i64,

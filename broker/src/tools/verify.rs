@@ -12,6 +12,7 @@ use crate::store::canonical::{self, Digest32};
 use crate::store::root::{BUS_DIR, DB_FILE, SEALS_FILE};
 use crate::store::schema::SEALED_TABLES;
 use crate::store::seals::{self, Seal, Upto};
+use crate::store::Db;
 use crate::store::{self as st};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -104,12 +105,7 @@ pub fn verify(data_root: &Path, anchors: &[Anchor]) -> Result<Report, Code> {
     Ok(report)
 }
 
-fn check(
-    store: &rusqlite::Connection,
-    seals_conn: &rusqlite::Connection,
-    anchors: &[Anchor],
-    report: &mut Report,
-) -> Result<(), Code> {
+fn check(store: &Db, seals_conn: &Db, anchors: &[Anchor], report: &mut Report) -> Result<(), Code> {
     let mut wanted: BTreeMap<i64, Vec<&Anchor>> = BTreeMap::new();
     for a in anchors {
         wanted.entry(a.seq).or_default().push(a);
@@ -173,12 +169,7 @@ fn anchor_finding(a: &Anchor, found: Option<&Digest32>) -> Value {
 
 /// Recomputes one seal's root from its own `prev`; when it differs, names
 /// the tables whose rows differ from the seal's per-table digests.
-fn check_seal(
-    store: &rusqlite::Connection,
-    seal: &Seal,
-    prev_upto: &Upto,
-    report: &mut Report,
-) -> Result<(), Code> {
+fn check_seal(store: &Db, seal: &Seal, prev_upto: &Upto, report: &mut Report) -> Result<(), Code> {
     let ranges: Vec<(&str, i64, i64)> = SEALED_TABLES
         .iter()
         .filter_map(|t| seal.range(prev_upto, t).map(|(lo, hi)| (*t, lo, hi)))

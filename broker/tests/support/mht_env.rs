@@ -42,7 +42,8 @@ impl Env {
     pub fn message_decision(&self, sent: &Value) -> Option<String> {
         self.core
             .store
-            .conn()
+            .db()
+            .sql()
             .query_row(
                 "SELECT decision FROM messages WHERE id = ?1",
                 [sent["id"].as_str().unwrap()],
@@ -53,7 +54,8 @@ impl Env {
     pub fn count(&self, sql: &str) -> i64 {
         self.core
             .store
-            .conn()
+            .db()
+            .sql()
             .query_row(sql, [], |r| r.get(0))
             .unwrap()
     }
@@ -77,7 +79,7 @@ impl Env {
     /// Every `action.refused` row, oldest first, as
     /// `[role, run, subject, action, code]`.
     pub fn refusals(&self) -> Vec<Value> {
-        let conn = self.core.store.conn();
+        let conn = self.core.store.db().sql();
         let mut st = conn
             .prepare(
                 "SELECT role, run, subject, json_extract(body, '$.action'),
@@ -107,16 +109,18 @@ impl Env {
             .store
             .write(move |t| {
                 let at = t.now();
-                t.tx.execute(
-                    "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
+                t.db()
+                    .sql()
+                    .execute(
+                        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action,
                        target, class, routed_to, question, options, recommendation,
                        approval_choice, blocking, task_ref, at)
                      VALUES (?1, ?2, ?3, 'run-x', 'prd.approve', NULL, ?4, ?5, 'Ship?',
                        '[{\"key\":\"yes\",\"text\":\"Yes\"},{\"key\":\"no\",\"text\":\"No\"}]',
                        'yes', 'yes', 0, NULL, ?6)",
-                    rusqlite::params![i, b, r, c, rt, at],
-                )
-                .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
+                        rusqlite::params![i, b, r, c, rt, at],
+                    )
+                    .map_err(|e| mosaic_bus::store::map_sql_error(&e))?;
                 Ok(())
             })
             .unwrap();
@@ -180,7 +184,7 @@ pub fn role(r: &str, run: &str) -> Caller {
 
 /// The notices `pm` has been sent by the bus, oldest first.
 pub fn bus_notices(e: &Env) -> Vec<(String, String, String, String, String)> {
-    let conn = e.core.store.conn();
+    let conn = e.core.store.db().sql();
     let mut st = conn
         .prepare(
             "SELECT from_run, to_role, class, in_reply_to, body FROM messages

@@ -13,7 +13,7 @@ pub fn fresh() -> (tempfile::TempDir, PathBuf) {
         let mut s = Store::open(&db).unwrap();
         s.write(|t| {
             let at = t.now();
-            t.tx.execute(
+            t.db().sql().execute(
                 "INSERT INTO events(id, business, kind, body, at) VALUES ('e1', 'acme', 'x.y', '{}', ?1)",
                 [at],
             )

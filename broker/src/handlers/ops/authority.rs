@@ -10,6 +10,7 @@ use crate::handlers::handler::host_op;
 use crate::handlers::refusal;
 use crate::ids::is_task_ref;
 use crate::store::evidence::Actor;
+use crate::store::Db;
 use serde_json::{json, Value};
 
 /// `authorize {cap, action, target?, decision?, verdict?}`.
@@ -133,7 +134,7 @@ pub fn authorize(
         let out =
             crate::authorize::authorize_in_tx(t, business, &role, &run, action, target, decision)?;
         if let (true, Some(task)) = (action == "task.close", target) {
-            check_close_verdict(&t.tx, &business.id, task, verdict)?;
+            check_close_verdict(t.db(), &business.id, task, verdict)?;
         }
         Ok(json!({"allowed": true, "event": out.event.id}))
     });
@@ -153,7 +154,7 @@ pub fn authorize(
 
 /// The `task.close` verdict rule, for a task with a recorded push.
 fn check_close_verdict(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     business: &str,
     task: &str,
     verdict: Option<&str>,

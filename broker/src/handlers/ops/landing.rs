@@ -26,8 +26,8 @@ use crate::store::landings;
 use crate::store::messages::NewMessage;
 use crate::store::reviews;
 use crate::store::threads;
+use crate::store::Db;
 use crate::store::Tx;
-use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
 /// Longest `detail` a `landRefused` carries.
@@ -62,7 +62,7 @@ struct Checked {
 /// commit rule, then the project (declared, and the decision's own when it
 /// was raised for one). Holding the claim is the caller's check.
 fn check(
-    conn: &Connection,
+    conn: &Db,
     biz: &Business,
     role: &str,
     thread: Option<&str>,
@@ -116,7 +116,7 @@ fn holds(
     role: &str,
     run: &str,
 ) -> Result<(Option<String>, bool), Code> {
-    let conn = core.store.conn();
+    let conn = core.store.db();
     match core.run_thread(business, run) {
         Some(th) => {
             let held = threads::holder(conn, &th)?.as_deref() == Some(run);
@@ -157,7 +157,7 @@ fn check_land(core: &mut Core, cap: &str, mut args: Map<String, Value>) -> Resul
         let config = core.config.clone();
         let biz = config.business(&business_id)?;
         let (thread, held) = holds(core, &business_id, &role, &run)?;
-        let conn = core.store.conn();
+        let conn = core.store.db();
         if !held {
             return Err(Code::NotHolder);
         }
@@ -321,7 +321,7 @@ fn record_land(
         let tk = &tk;
         core.store.write(|t| {
             let c = check(
-                &t.tx,
+                t.db(),
                 biz,
                 &tk.role,
                 tk.thread.as_deref(),
@@ -458,7 +458,7 @@ fn land_held(
         return Err(Code::UnknownRole);
     }
     let class = routing::classify(biz, role, ACTION);
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let mut held = false;
     if class == Class::CrossRole {
         for d in landings::resolved_unused(conn, business_id, role, ACTION)? {

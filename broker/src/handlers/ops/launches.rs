@@ -60,13 +60,13 @@ impl BindLaunch {
         // (3i row 121); no other run names one.
         crate::policy::threads::launch_thread(business, &record.role, record.thread.as_deref())?;
         if let Some(th) = &record.thread {
-            let known = threads::thread(core.store.conn(), &record.business, th)?;
+            let known = threads::thread(core.store.db(), &record.business, th)?;
             if known.is_none_or(|t| t.instance != record.role) {
                 return Err(Code::ThreadNotFound);
             }
         }
         let (launched, ended) =
-            evidence::session_of(core.store.conn(), &record.business, &record.run)?;
+            evidence::session_of(core.store.db(), &record.business, &record.run)?;
         if ended {
             return Err(Code::RunEnded);
         }
@@ -200,7 +200,7 @@ impl EndLaunch {
         if !core.config.businesses.contains_key(business) {
             return Err(Code::UnknownBusiness);
         }
-        let (_, ended) = evidence::session_of(core.store.conn(), business, run)?;
+        let (_, ended) = evidence::session_of(core.store.db(), business, run)?;
         if ended {
             return Err(Code::RunEnded);
         }
@@ -212,7 +212,7 @@ impl EndLaunch {
             // A thread run releases its thread; any other run its role.
             let held = match &thread {
                 Some(th) => {
-                    let held = threads::holder(&t.tx, th)?.as_deref() == Some(run);
+                    let held = threads::holder(t.db(), th)?.as_deref() == Some(run);
                     if held {
                         let row = threads::ClaimRow::own(th, run, "release");
                         threads::insert_claim(t, business, &row)?;
@@ -220,7 +220,7 @@ impl EndLaunch {
                     held
                 }
                 None => {
-                    let held = evidence::holder(&t.tx, business, &role)?.as_deref() == Some(run);
+                    let held = evidence::holder(t.db(), business, &role)?.as_deref() == Some(run);
                     if held {
                         evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
                     }

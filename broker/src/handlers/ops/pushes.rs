@@ -311,7 +311,7 @@ fn review_fetch(core: &mut Core, cap: &str, args: Nested<(String, String)>) -> R
         args.task_ref.as_deref(),
         |core, business, role, run| {
             let (task_ref, request) = args.parsed?;
-            let conn = core.store.conn();
+            let conn = core.store.db();
             if !evidence::holds(conn, business, role, run)? {
                 return Err(Code::NotHolder);
             }

@@ -258,7 +258,7 @@ pub fn record_event_as(
                 return Err(Code::InvalidRequest);
             }
             let request = body["request"].as_str().unwrap_or_default();
-            if !crate::store::reads::is_human_input(&t.tx, business, request)? {
+            if !crate::store::reads::is_human_input(t.db(), business, request)? {
                 return Err(Code::HumanInputRequired);
             }
         }
@@ -426,7 +426,7 @@ pub fn record_comments(
         return Err(Code::InvalidRequest);
     }
     let r = core.store.write(|t| {
-        let stored = crate::store::comments::latest_cursor(&t.tx, business, task)?;
+        let stored = crate::store::comments::latest_cursor(t.db(), business, task)?;
         if let Some(s) = stored {
             if cursor <= s || comments.first().is_some_and(|c| c.id <= s) {
                 return Err(Code::CursorNotIncreasing);
@@ -459,7 +459,7 @@ pub fn comment_cursor(core: &Core, business: &str, task_ref: &str) -> Result<Val
         return Err(Code::UnknownBusiness);
     }
     let task = task_id(task_ref)?;
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let cursor = crate::store::comments::latest_cursor(conn, business, task)?;
     let epoch = crate::store::comments::epoch(conn)?;
     Ok(json!({"cursor": cursor, "epoch": epoch}))

@@ -266,7 +266,7 @@ impl Raise {
         self.checked_route(core, business, (role, run))?;
         let held = core
             .store
-            .write(|t| evidence::holds(&t.tx, business_id, role, run))?;
+            .write(|t| evidence::holds(t.db(), business_id, role, run))?;
         if !held {
             return Err(Code::NotHolder);
         }
@@ -357,11 +357,11 @@ impl Raise {
         class: Class,
         routed_to: &str,
     ) -> Result<Value, Code> {
-        if !evidence::holds(&t.tx, business_id, role, run)? {
+        if !evidence::holds(t.db(), business_id, role, run)? {
             return Err(Code::NotHolder);
         }
         if self.action == "role.launch" {
-            let latest = store::launch_latest(&t.tx, business_id)?;
+            let latest = store::launch_latest(t.db(), business_id)?;
             if !routing::launch_allowed(latest.as_ref().map(|l| l.0.as_str())) {
                 return Err(Code::LaunchRevoked);
             }
@@ -370,7 +370,7 @@ impl Raise {
             supersede(t, business_id, (role, run), old)?;
         }
         let target_holder = match (self.action.as_str(), self.target.as_deref()) {
-            ("role.revoke", Some(tg)) => evidence::holder(&t.tx, business_id, tg)?,
+            ("role.revoke", Some(tg)) => evidence::holder(t.db(), business_id, tg)?,
             _ => None,
         };
         let options_json = Value::Array(
@@ -436,7 +436,7 @@ impl Raise {
                 None,
             )?;
         }
-        let d = store::load(&t.tx, business_id, &w.id)?.ok_or(Code::StorageUnavailable)?;
+        let d = store::load(t.db(), business_id, &w.id)?.ok_or(Code::StorageUnavailable)?;
         let mut out = d.to_json();
         out["event"] = json!(ev.id);
         Ok(out)
@@ -452,15 +452,15 @@ fn supersede(
     old: &str,
 ) -> Result<(), Code> {
     let prior = if ids::is_uuid(old) {
-        store::load(&t.tx, business_id, old)?
+        store::load(t.db(), business_id, old)?
     } else {
         None
     };
     // Within the thread the old one was raised in, when it was (3i row 121).
     let same_thread = match &prior {
         Some(p) => {
-            threads::of_run(&t.tx, business_id, &p.raised_by_run)?
-                == threads::held_by(&t.tx, business_id, run)?
+            threads::of_run(t.db(), business_id, &p.raised_by_run)?
+                == threads::held_by(t.db(), business_id, run)?
         }
         None => false,
     };
@@ -497,7 +497,7 @@ fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), C
     match who {
         Closer::Human => Ok(()),
         Closer::Role { role, run } if *role == d.routed_to => {
-            if !evidence::holds(&t.tx, &d.business, role, run)? {
+            if !evidence::holds(t.db(), &d.business, role, run)? {
                 return Err(Code::NotHolder);
             }
             Ok(())
@@ -568,7 +568,7 @@ fn close(
         );
         // A thread run's decision is answered in the thread it was raised
         // in; any other close is filed as every message is.
-        let raised_in = threads::of_run(&t.tx, &business.id, &d.raised_by_run)?;
+        let raised_in = threads::of_run(t.db(), &business.id, &d.raised_by_run)?;
         let id = ids::uuid();
         super::messages::post(
             t,
@@ -591,7 +591,7 @@ fn close(
     } else {
         None
     };
-    let closed = store::closing_event(&t.tx, &d.id)?;
+    let closed = store::closing_event(t.db(), &d.id)?;
     Ok(json!({
         "decision": d.id,
         "kind": kind,
@@ -606,7 +606,7 @@ fn load_open(t: &Tx<'_>, business: &str, id: &str) -> Result<DecisionRow, Code> 
     if !ids::is_uuid(id) {
         return Err(Code::DecisionNotFound);
     }
-    let d = store::load(&t.tx, business, id)?.ok_or(Code::DecisionNotFound)?;
+    let d = store::load(t.db(), business, id)?.ok_or(Code::DecisionNotFound)?;
     if !d.is_open() {
         return Err(Code::DecisionClosed);
     }
@@ -696,7 +696,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
             if *role != d.raised_by_role {
                 return Err(Code::NotRaiser);
             }
-            if !evidence::holds(&t.tx, &business.id, role, run)? {
+            if !evidence::holds(t.db(), &business.id, role, run)? {
                 return Err(Code::NotHolder);
             }
         }
@@ -777,7 +777,7 @@ impl ReadVerb for List {
         match self {
             List::Roles(page) => super::reads::open_for_roles_page(core, caller, page),
             List::Recent => Ok(Value::Array(crate::store::reads::recent_closed(
-                core.store.conn(),
+                core.store.db(),
                 caller.business(),
                 RECENT,
             )?)),

@@ -15,6 +15,7 @@ use crate::policy::threads::is_thread_instance;
 use crate::store::evidence::{self, Actor};
 use crate::store::messages::{self as msgs, NewMessage};
 use crate::store::threads;
+use crate::store::Db;
 use crate::store::Tx;
 use serde_json::{json, Value};
 
@@ -174,7 +175,7 @@ impl Send {
         if biz.roles.contains_key(to) || to == HUMAN || to == TESTER || knows_definition(biz, to) {
             return Ok(());
         }
-        if let Some(instance) = crate::store::names::holder(core.store.conn(), &biz.id, to)? {
+        if let Some(instance) = crate::store::names::holder(core.store.db(), &biz.id, to)? {
             self.to_name = Some(std::mem::replace(&mut self.to, instance));
         }
         Ok(())
@@ -267,7 +268,7 @@ impl Send {
             .in_reply_to
             .as_deref()
             .ok_or(Code::BlockReplyRequired)?;
-        match msgs::spec_notice(&t.tx, b, reply)? {
+        match msgs::spec_notice(t.db(), b, reply)? {
             Some(n) if n.to_role == *role => Ok(()),
             _ => Err(Code::BlockReplyRequired),
         }
@@ -278,14 +279,14 @@ impl Send {
     fn check_references(&self, t: &Tx<'_>, b: &str) -> Result<Option<String>, Code> {
         let mut reply_from = None;
         if let Some(r) = &self.in_reply_to {
-            let f = msgs::message_facts(&t.tx, b, r)?.ok_or(Code::MessageNotFound)?;
+            let f = msgs::message_facts(t.db(), b, r)?.ok_or(Code::MessageNotFound)?;
             reply_from = Some(f.from_role);
         }
         if let Some(c) = &self.corrects {
-            msgs::message_facts(&t.tx, b, c)?.ok_or(Code::MessageNotFound)?;
+            msgs::message_facts(t.db(), b, c)?.ok_or(Code::MessageNotFound)?;
         }
         if let Some(d) = &self.decision {
-            if !msgs::decision_exists(&t.tx, b, d)? {
+            if !msgs::decision_exists(t.db(), b, d)? {
                 return Err(Code::DecisionNotFound);
             }
         }
@@ -350,7 +351,7 @@ impl Send {
                 if to == TESTER && reply_from != Some(TESTER) {
                     return Err(Code::TesterReplyRequired);
                 }
-                if !evidence::holds(&t.tx, b, role, run)? {
+                if !evidence::holds(t.db(), b, role, run)? {
                     return Err(Code::NotHolder);
                 }
                 let allowed = self.authorize(t, biz, role, run, id)?;
@@ -465,7 +466,7 @@ pub(crate) fn thread_for(
     m: &NewMessage<'_>,
 ) -> Result<Option<String>, Code> {
     if is_thread_instance(biz, m.from_role) {
-        let held = threads::held_by(&t.tx, &biz.id, m.from_run)?.ok_or(Code::NotHolder)?;
+        let held = threads::held_by(t.db(), &biz.id, m.from_run)?.ok_or(Code::NotHolder)?;
         // Its thread is this instance's: another thread instance's runs
         // would never receive it (decisions.md).
         if m.to_role != m.from_role && is_thread_instance(biz, m.to_role) {
@@ -479,7 +480,7 @@ pub(crate) fn thread_for(
     let start = m
         .in_reply_to
         .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
-    match threads::reply_chain_thread(&t.tx, &biz.id, start)? {
+    match threads::reply_chain_thread(t.db(), &biz.id, start)? {
         Some(th) if th.instance == m.to_role => Ok(Some(th.id)),
         Some(_) => Err(Code::ThreadInstanceMismatch),
         None => relay_thread(t, biz, m, start).map(Some),
@@ -501,9 +502,9 @@ fn relay_thread(
     if routing::definition_of(biz, m.from_role) != Some(routing::CHIEF_OF_STAFF) {
         return Err(Code::ThreadRequiredReplyToThreadMessage);
     }
-    let notice = msgs::reply_chain_notice(&t.tx, &biz.id, start)?
+    let notice = msgs::reply_chain_notice(t.db(), &biz.id, start)?
         .ok_or(Code::ThreadRequiredReplyToThreadMessage)?;
-    threads::latest_opened(&t.tx, &biz.id, &biz.human, m.to_role, &notice.project)?
+    threads::latest_opened(t.db(), &biz.id, &biz.human, m.to_role, &notice.project)?
         .ok_or(Code::ThreadRequiredReplyToThreadMessage)
 }
 
@@ -517,11 +518,11 @@ fn tell_waiting(
     id: &str,
 ) -> Result<Option<Value>, Code> {
     let b = biz.id.as_str();
-    if evidence::holder(&t.tx, b, to)?.is_some() {
+    if evidence::holder(t.db(), b, to)?.is_some() {
         return Ok(None);
     }
     let launcher_running = match &biz.launch {
-        Some(l) => evidence::holder(&t.tx, b, &l.by)?.is_some(),
+        Some(l) => evidence::holder(t.db(), b, &l.by)?.is_some(),
         None => false,
     };
     let w = routing::waiting(biz, to, sender, launcher_running);
@@ -560,7 +561,7 @@ fn tell_waiting(
 
 /// The recipient address and delivery run a session receives and reads as;
 /// a role session must be the role's current holder.
-fn recipient(conn: &rusqlite::Connection, caller: &Caller) -> Result<(String, String), Code> {
+fn recipient(conn: &Db, caller: &Caller) -> Result<(String, String), Code> {
     match caller {
         Caller::Role {
             business,
@@ -605,13 +606,13 @@ fn receive(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         _ => false,
     };
     core.store.write(|t| {
-        let (to, run) = recipient(&t.tx, caller)?;
+        let (to, run) = recipient(t.db(), caller)?;
         // A thread run receives only its own thread's messages (3i row 121).
         let batch = if thread_run {
-            let th = threads::held_by(&t.tx, &business, &run)?.ok_or(Code::NotHolder)?;
-            threads::undelivered(&t.tx, &th, &to, RECEIVE_BATCH)?
+            let th = threads::held_by(t.db(), &business, &run)?.ok_or(Code::NotHolder)?;
+            threads::undelivered(t.db(), &th, &to, RECEIVE_BATCH)?
         } else {
-            msgs::undelivered(&t.tx, &business, &to, RECEIVE_BATCH)?
+            msgs::undelivered(t.db(), &business, &to, RECEIVE_BATCH)?
         };
         let mut out = Vec::with_capacity(batch.len());
         let mut bytes = 0usize;
@@ -652,8 +653,8 @@ impl Verb for Read {
 fn read(core: &mut Core, caller: &Caller, id: String) -> Result<Value, Code> {
     let business = caller.business().to_string();
     core.store.write(|t| {
-        let (to, run) = recipient(&t.tx, caller)?;
-        let f = msgs::message_facts(&t.tx, &business, &id)?.ok_or(Code::MessageNotFound)?;
+        let (to, run) = recipient(t.db(), caller)?;
+        let f = msgs::message_facts(t.db(), &business, &id)?.ok_or(Code::MessageNotFound)?;
         if f.to_role != to {
             // Not addressed to this session: it has no such message.
             return Err(Code::MessageNotFound);

@@ -65,11 +65,11 @@ impl Verb for NameSet {
         let business = biz.id.clone();
         core.store.write(|t| {
             if let Caller::Role { .. } = caller {
-                if !evidence::holds(&t.tx, &business, role, run)? {
+                if !evidence::holds(t.db(), &business, role, run)? {
                     return Err(Code::NotHolder);
                 }
             }
-            if names::holder(&t.tx, &business, &name)?.is_some_and(|h| h != instance) {
+            if names::holder(t.db(), &business, &name)?.is_some_and(|h| h != instance) {
                 return Err(Code::NameTaken);
             }
             names::insert_name(t, &business, &instance, &name, role, run)?;
@@ -105,7 +105,7 @@ impl ReadVerb for Names {
     }
 
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
-        let rows = names::current(core.store.conn(), caller.business())?;
+        let rows = names::current(core.store.db(), caller.business())?;
         Ok(Value::Array(
             rows.into_iter()
                 .map(|n| json!({"instance": n.instance, "name": n.name, "at": n.at}))

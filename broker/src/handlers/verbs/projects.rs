@@ -130,7 +130,7 @@ impl Verb for ProjectCreate {
         }
         let id = ids::uuid();
         core.store.write(|t| {
-            if store::project_named(&t.tx, &biz.id, &self.name)? {
+            if store::project_named(t.db(), &biz.id, &self.name)? {
                 return Err(Code::ProjectExists);
             }
             let at = store::insert_project(
@@ -156,7 +156,7 @@ impl ReadVerb for ProjectList {
     }
 
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
-        let rows = store::projects(core.store.conn(), caller.business())?;
+        let rows = store::projects(core.store.db(), caller.business())?;
         Ok(rows
             .into_iter()
             .map(|p| json!({"id": p.id, "name": p.name, "repo": p.repo, "by": p.by, "at": p.at}))
@@ -186,7 +186,7 @@ pub fn spec_read(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<P
     let (business, role, run) = role_session(caller)?;
     let held = core
         .store
-        .write(|t| evidence::holds(&t.tx, business, role, run))?;
+        .write(|t| evidence::holds(t.db(), business, role, run))?;
     if !held {
         return Err(Code::NotHolder);
     }
@@ -234,7 +234,7 @@ pub fn record_write(core: &mut Core, caller: &Caller, mut args: Fields) -> Resul
     // The approval must be for this path in this project (DESIGN.md
     // "Git"): checked before any Git work, consumed with the receipt.
     authorize::check_in_project(
-        core.store.conn(),
+        core.store.db(),
         b,
         role,
         run,

@@ -15,7 +15,7 @@ use crate::handlers::handler::ReadVerb;
 use crate::store::messages as msgs;
 use crate::store::reads::{self, TaskRow};
 use crate::store::threads;
-use rusqlite::Connection;
+use crate::store::Db;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -169,7 +169,7 @@ impl ReadVerb for Usage {
 }
 
 fn usage(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
-    let conn = core.store.conn();
+    let conn = core.store.db();
     if let Caller::Role {
         business,
         role,
@@ -242,7 +242,7 @@ fn inbox(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
         _ => (HUMAN, crate::core::HUMAN_RUN),
     };
     let store = &core.store;
-    let conn = store.conn();
+    let conn = store.db();
     let after = match &page.after {
         None => None,
         Some(id) => Some(reads::decision_cursor(conn, b, id)?.ok_or(Code::DecisionNotFound)?),
@@ -322,7 +322,7 @@ fn decisions_last(reply: &Value, more: bool) -> Option<Value> {
 /// null on the last page.
 pub fn open_for_roles_page(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
     let b = caller.business();
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let after = match &page.after {
         None => i64::MIN,
         Some(id) => {
@@ -356,7 +356,7 @@ pub fn open_for_roles_page(core: &Core, caller: &Caller, page: PageArgs) -> Resu
 fn agents(core: &Core, caller: &Caller) -> Result<Value, Code> {
     let biz = core.config.business(caller.business())?;
     let b = biz.id.as_str();
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let full = !matches!(caller, Caller::Role { .. });
     let mut out = Vec::new();
     for role in biz.roles.keys() {
@@ -404,7 +404,7 @@ fn agent_state(
     thread: Option<(&str, &HashSet<String>)>,
     row: &mut Value,
 ) -> Result<(), Code> {
-    let conn = store.conn();
+    let conn = store.db();
     // Working and stranded come from the writer's unread index (delivered,
     // no receipt, in delivery order), so they cost the unread set, not the
     // delivery history.
@@ -522,7 +522,7 @@ fn trail(core: &Core, caller: &Caller, subject: String, page: PageArgs) -> Resul
     };
     let mut t = TrailRecords::default();
     t.extend(
-        reads::trail_records(core.store.conn(), b, &subject, window)?
+        reads::trail_records(core.store.db(), b, &subject, window)?
             .into_iter()
             .filter(|r| after.is_none_or(|a| r["at"].as_str().is_some_and(|at| at > a))),
     );
@@ -566,7 +566,7 @@ impl ReadVerb for Replies {
 
 fn replies(core: &Core, caller: &Caller, id: String) -> Result<Value, Code> {
     let b = caller.business();
-    let conn = core.store.conn();
+    let conn = core.store.db();
     if msgs::message_facts(conn, b, &id)?.is_none() {
         return Err(Code::MessageNotFound);
     }
@@ -603,7 +603,7 @@ impl ReadVerb for Messages {
 fn messages(core: &Core, caller: &Caller, args: Messages) -> Result<Value, Code> {
     let Messages { limit, after } = args;
     let b = caller.business();
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let before = match &after {
         None => i64::MAX,
         Some(a) => match msgs::message_facts(conn, b, a)? {
@@ -637,7 +637,7 @@ fn requirements(core: &Core, _caller: &Caller) -> Result<Value, Code> {
 /// `state`: launch state and the tracker snapshot's open tasks.
 fn state(core: &Core, caller: &Caller) -> Result<Value, Code> {
     let b = caller.business();
-    let conn = core.store.conn();
+    let conn = core.store.db();
     let mut latest: Option<(i64, String, String, String)> = None;
     for kind in ["launch.revoked", "launch.restored"] {
         let row = reads::latest_event_of_kind(conn, b, kind)?;
@@ -678,7 +678,7 @@ fn vikunja_id(task_ref: &str) -> Option<&str> {
 }
 
 /// Requirement of the first `task.created` per Vikunja task id.
-fn requirements_by_task(conn: &Connection, b: &str) -> Result<BTreeMap<String, Value>, Code> {
+fn requirements_by_task(conn: &Db, b: &str) -> Result<BTreeMap<String, Value>, Code> {
     let mut out = BTreeMap::new();
     for (subject, req) in reads::task_created_requirements(conn, b)? {
         if let (Some(id), Some(req)) = (subject.as_deref().and_then(vikunja_id), req) {
@@ -817,7 +817,7 @@ impl ReadVerb for Tasks {
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let biz = core.config.business(caller.business())?;
         let b = biz.id.as_str();
-        let conn = core.store.conn();
+        let conn = core.store.db();
         match self {
             Tasks::All => {
                 let reqs = requirements_by_task(conn, b)?;
@@ -838,7 +838,7 @@ impl ReadVerb for Tasks {
 
 /// `tasks`' short form: the open tasks that pass every filter, a page of
 /// them after `after` (in `task_ref` order), the total and the next cursor.
-fn task_page(conn: &Connection, biz: &Business, filter: TaskFilter) -> Result<Value, Code> {
+fn task_page(conn: &Db, biz: &Business, filter: TaskFilter) -> Result<Value, Code> {
     let b = biz.id.as_str();
     let TaskFilter {
         done,

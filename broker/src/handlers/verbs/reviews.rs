@@ -100,14 +100,14 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
             Some(&task_ref),
             decision.as_deref(),
         )?;
-        let push = match reviews::latest_push(&t.tx, b, &task_ref)? {
+        let push = match reviews::latest_push(t.db(), b, &task_ref)? {
             Some(p) if p.commit == commit => p,
-            _ if reviews::was_pushed(&t.tx, b, &task_ref, &commit)? => {
+            _ if reviews::was_pushed(t.db(), b, &task_ref, &commit)? => {
                 return Err(Code::StaleCommit)
             }
             _ => return Err(Code::UnknownCommit),
         };
-        let held = evidence::holder(&t.tx, b, &to)?;
+        let held = evidence::holder(t.db(), b, &to)?;
         let message = ids::uuid();
         let event = evidence::insert_event(
             t,
@@ -217,10 +217,10 @@ fn verdict(core: &mut Core, caller: &Caller, args: Verdict) -> Result<Value, Cod
             Some(&task_ref),
             decision.as_deref(),
         )?;
-        let req = reviews::request(&t.tx, b, &task_ref, &request)?
+        let req = reviews::request(t.db(), b, &task_ref, &request)?
             .filter(|r| r.to() == role)
             .ok_or(Code::RequestNotFound)?;
-        if reviews::has_verdict(&t.tx, b, &req.id)? {
+        if reviews::has_verdict(t.db(), b, &req.id)? {
             return Err(Code::VerdictExists);
         }
         let commit = req.commit();

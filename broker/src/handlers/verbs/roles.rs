@@ -36,14 +36,14 @@ fn claim(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         return claim_thread(core, (business, role, run), &thread);
     }
     core.store.write(|t| {
-        if evidence::session_of(&t.tx, business, run)?.1 {
+        if evidence::session_of(t.db(), business, run)?.1 {
             return Err(Code::RunEnded);
         }
-        if evidence::revoked(&t.tx, business, role, run)? {
+        if evidence::revoked(t.db(), business, role, run)? {
             return Err(Code::RunRevoked);
         }
         // One holder at a time, the claiming run included: a second claim is refused.
-        if evidence::holder(&t.tx, business, role)?.is_some() {
+        if evidence::holder(t.db(), business, role)?.is_some() {
             return Err(Code::RoleHeld);
         }
         let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "claim"))?;
@@ -74,13 +74,13 @@ fn claim_thread(
     thread: &str,
 ) -> Result<Value, Code> {
     core.store.write(|t| {
-        if evidence::session_of(&t.tx, business, run)?.1 {
+        if evidence::session_of(t.db(), business, run)?.1 {
             return Err(Code::RunEnded);
         }
-        if threads::revoked(&t.tx, thread, run)? {
+        if threads::revoked(t.db(), thread, run)? {
             return Err(Code::RunRevoked);
         }
-        if threads::holder(&t.tx, thread)?.is_some() {
+        if threads::holder(t.db(), thread)?.is_some() {
             return Err(Code::ThreadAlreadyHeld);
         }
         let at = threads::insert_claim(t, business, &threads::ClaimRow::own(thread, run, "claim"))?;
@@ -95,7 +95,7 @@ fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
     let (business, role, run) = role_session(caller)?;
     if let Some(thread) = core.run_thread(business, run) {
         return core.store.write(|t| {
-            if threads::holder(&t.tx, &thread)?.as_deref() != Some(run) {
+            if threads::holder(t.db(), &thread)?.as_deref() != Some(run) {
                 return Err(Code::NotHolder);
             }
             let at = threads::insert_claim(
@@ -110,7 +110,7 @@ fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         });
     }
     core.store.write(|t| {
-        if evidence::holder(&t.tx, business, role)?.as_deref() != Some(run) {
+        if evidence::holder(t.db(), business, role)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);
         }
         let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "release"))?;
@@ -213,12 +213,12 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
     }
     core.store.write(|t| {
         must_hold(t, business_id, (role, run))?;
-        let d = dstore::load(&t.tx, business_id, &decision)?.ok_or(Code::DecisionNotFound)?;
+        let d = dstore::load(t.db(), business_id, &decision)?.ok_or(Code::DecisionNotFound)?;
         // The approval's own facts before the target's: a spent one is
         // `decision-consumed` here as on every other path (L157), even once
         // its target is no longer held or held by another run.
         approval_stands(t, business, (role, run), &target, &decision)?;
-        let current = evidence::holder(&t.tx, business_id, &target)?.ok_or(Code::NotHeld)?;
+        let current = evidence::holder(t.db(), business_id, &target)?.ok_or(Code::NotHeld)?;
         // The approval names one holder incarnation: another run now
         // holding the target is a different revoke.
         if d.target_holder.as_deref() != Some(current.as_str()) {
@@ -253,7 +253,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
 /// (3i L68, L237: a run whose role was released or revoked ends nobody,
 /// though its capability is still bound): `not-holder`.
 fn must_hold(t: &Tx<'_>, business: &str, (role, run): (&str, &str)) -> Result<(), Code> {
-    if evidence::holds(&t.tx, business, role, run)? {
+    if evidence::holds(t.db(), business, role, run)? {
         Ok(())
     } else {
         Err(Code::NotHolder)
@@ -272,7 +272,7 @@ fn approval_stands(
     decision: &str,
 ) -> Result<(), Code> {
     crate::authorize::check(
-        &t.tx,
+        t.db(),
         business,
         role,
         run,
@@ -314,18 +314,18 @@ fn revoke_threads(
         must_hold(t, b, (role, run))?;
         let (decision, reason) = match grounds {
             Grounds::Decision(decision) => {
-                let d = dstore::load(&t.tx, b, decision)?.ok_or(Code::DecisionNotFound)?;
-                if d.target_holder.is_some() || evidence::holder(&t.tx, b, target)?.is_some() {
+                let d = dstore::load(t.db(), b, decision)?.ok_or(Code::DecisionNotFound)?;
+                if d.target_holder.is_some() || evidence::holder(t.db(), b, target)?.is_some() {
                     return Err(Code::DecisionMismatch);
                 }
-                let closed = dstore::closing_event(&t.tx, decision)?;
+                let closed = dstore::closing_event(t.db(), decision)?;
                 let via_cli = closed["kind"] == json!("resolved") && closed["input"].is_string();
                 if d.closed_kind.as_deref() == Some("resolved") && !via_cli {
                     return Err(Code::RoleEndRefused);
                 }
                 // A spent approval is `decision-consumed`, before `not-held`.
                 approval_stands(t, business, (role, run), target, decision)?;
-                if threads::held_threads(&t.tx, b, target, None)?.is_empty() {
+                if threads::held_threads(t.db(), b, target, None)?.is_empty() {
                     return Err(Code::NotHeld);
                 }
                 let out = crate::authorize::authorize_in_tx(
@@ -341,7 +341,7 @@ fn revoke_threads(
                 (Some(decision), None)
             }
             Grounds::Reason(reason, class) => {
-                if threads::held_threads(&t.tx, b, target, None)?.is_empty() {
+                if threads::held_threads(t.db(), b, target, None)?.is_empty() {
                     return Err(Code::NotHeld);
                 }
                 let body = json!({"action": "role.revoke", "class": class.as_str(),
@@ -351,7 +351,7 @@ fn revoke_threads(
                 (None, Some(reason))
             }
         };
-        let held = threads::held_threads(&t.tx, b, target, None)?;
+        let held = threads::held_threads(t.db(), b, target, None)?;
         for (thread, holder) in &held {
             let row = threads::ClaimRow {
                 thread,
@@ -379,7 +379,7 @@ fn end_with_reason(
 ) -> Result<Value, Code> {
     core.store.write(|t| {
         must_hold(t, &business.id, (role, run))?;
-        let current = evidence::holder(&t.tx, &business.id, target)?.ok_or(Code::NotHeld)?;
+        let current = evidence::holder(t.db(), &business.id, target)?.ok_or(Code::NotHeld)?;
         if current == run {
             return Err(Code::RoleEndRefused);
         }

@@ -20,6 +20,7 @@ use crate::policy::{routing, threads as rules};
 use crate::store::evidence;
 use crate::store::messages::NewMessage;
 use crate::store::threads::{self as store, Thread};
+use crate::store::Db;
 use serde_json::{json, Value};
 
 /// `thread.messages`' page size, by default and at most.
@@ -37,7 +38,7 @@ pub(crate) fn name(args: &mut Fields, key: &str) -> Result<String, Code> {
 
 /// The caller's own thread: `thread-not-found` for an id the business
 /// doesn't have, `thread-not-owned` for another user's.
-fn own_thread(conn: &rusqlite::Connection, biz: &Business, id: &str) -> Result<Thread, Code> {
+fn own_thread(conn: &Db, biz: &Business, id: &str) -> Result<Thread, Code> {
     let th = store::thread(conn, &biz.id, id)?.ok_or(Code::ThreadNotFound)?;
     if th.user != biz.human {
         return Err(Code::ThreadNotOwned);
@@ -64,10 +65,10 @@ impl Verb for ThreadCreate {
         let biz = config.business(caller.business())?;
         let id = ids::uuid();
         core.store.write(|t| {
-            if !store::project_exists(&t.tx, &biz.id, &self.project)? {
+            if !store::project_exists(t.db(), &biz.id, &self.project)? {
                 return Err(Code::ProjectNotFound);
             }
-            if store::thread_named(&t.tx, &self.project, &self.name)? {
+            if store::thread_named(t.db(), &self.project, &self.name)? {
                 return Err(Code::ThreadExists);
             }
             let instance = rules::thread_instance(biz)?;
@@ -101,7 +102,7 @@ impl ReadVerb for ThreadList {
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
-        let conn = core.store.conn();
+        let conn = core.store.db();
         if let Some(p) = &self.project {
             if !store::project_exists(conn, &biz.id, p)? {
                 return Err(Code::ProjectNotFound);
@@ -135,7 +136,7 @@ impl Verb for ThreadOpen {
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
         core.store.write(|t| {
-            let th = own_thread(&t.tx, biz, &self.thread)?;
+            let th = own_thread(t.db(), biz, &self.thread)?;
             let at = store::insert_open(t, &th.id, &biz.human)?;
             Ok(json!({"thread": th.id, "opened": at}))
         })
@@ -174,7 +175,7 @@ impl Verb for ThreadSend {
         let biz = config.business(caller.business())?;
         let id = ids::uuid();
         core.store.write(|t| {
-            let th = own_thread(&t.tx, biz, &self.thread)?;
+            let th = own_thread(t.db(), biz, &self.thread)?;
             if !routing::messaging_allowed(biz, HUMAN, &th.instance) {
                 return Err(Code::NotAuthorized);
             }
@@ -240,7 +241,7 @@ impl ReadVerb for ThreadMessages {
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         let config = core.config.clone();
         let biz = config.business(caller.business())?;
-        let conn = core.store.conn();
+        let conn = core.store.db();
         let th = own_thread(conn, biz, &self.thread)?;
         let after = match &self.after {
             None => 0,
@@ -262,7 +263,7 @@ pub fn threads_state(core: &Core, business: &str) -> Result<Value, Code> {
     if !core.config.businesses.contains_key(business) {
         return Err(Code::UnknownBusiness);
     }
-    Ok(Value::Array(store::state(core.store.conn(), business)?))
+    Ok(Value::Array(store::state(core.store.db(), business)?))
 }
 
 /// `threadIdle({business, thread, run})`: the launcher's idle stop. In
@@ -279,14 +280,14 @@ pub fn thread_idle(
         return Err(Code::UnknownBusiness);
     }
     core.store.write(|t| {
-        if evidence::session_of(&t.tx, business, run)?.1 {
+        if evidence::session_of(t.db(), business, run)?.1 {
             return Err(Code::RunEnded);
         }
-        let th = store::thread(&t.tx, business, thread)?.ok_or(Code::ThreadNotFound)?;
-        if store::holder(&t.tx, &th.id)?.as_deref() != Some(run) {
+        let th = store::thread(t.db(), business, thread)?.ok_or(Code::ThreadNotFound)?;
+        if store::holder(t.db(), &th.id)?.as_deref() != Some(run) {
             return Err(Code::NotHolder);
         }
-        let (pending, unread) = store::counts(&t.tx, &th.id, &th.instance, Some(run))?;
+        let (pending, unread) = store::counts(t.db(), &th.id, &th.instance, Some(run))?;
         if pending > 0 || unread > 0 {
             return Ok(json!({"released": false, "pending": pending, "unread": unread}));
         }
@@ -326,7 +327,7 @@ impl Verb for AssistantStop {
             return Err(Code::NotAssistant);
         }
         core.store.write(|t| {
-            let held = store::held_threads(&t.tx, &biz.id, &self.instance, Some(&biz.human))?;
+            let held = store::held_threads(t.db(), &biz.id, &self.instance, Some(&biz.human))?;
             if held.is_empty() {
                 return Err(Code::NotHeld);
             }

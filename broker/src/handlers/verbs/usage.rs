@@ -138,8 +138,8 @@ fn prepare(core: &mut Core, caller: &Caller, phase: Phase, mut args: Fields) -> 
     };
     core.store.write(|tx| {
         check_turn(tx, &t)?;
-        let outcome = records::usage_outcome(&tx.tx, &t.run, &t.source, &t.turn)?;
-        let baseline = records::usage_baseline(&tx.tx, &t.run, &t.source, &t.turn)?;
+        let outcome = records::usage_outcome(tx.db(), &t.run, &t.source, &t.turn)?;
+        let baseline = records::usage_baseline(tx.db(), &t.run, &t.source, &t.turn)?;
         Ok(match (phase, outcome, baseline) {
             (Phase::Begin, _, Some(b)) => Call::Replay(begin_reply(&t, &b)),
             (Phase::Begin, Some(o), None) => Call::Replay(begin_reply(&t, &o)),
@@ -159,10 +159,10 @@ fn prepare(core: &mut Core, caller: &Caller, phase: Phase, mut args: Fields) -> 
 /// The caller holds its role, and `turn` is a message of its business to
 /// its role, delivered to this run (`message.read`'s codes).
 fn check_turn(tx: &mut Tx<'_>, t: &Turn) -> Result<(), Code> {
-    if !evidence::holds(&tx.tx, &t.business, &t.role, &t.run)? {
+    if !evidence::holds(tx.db(), &t.business, &t.role, &t.run)? {
         return Err(Code::NotHolder);
     }
-    let f = msgs::message_facts(&tx.tx, &t.business, &t.turn)?.ok_or(Code::MessageNotFound)?;
+    let f = msgs::message_facts(tx.db(), &t.business, &t.turn)?.ok_or(Code::MessageNotFound)?;
     if f.to_role != t.role {
         return Err(Code::MessageNotFound);
     }
@@ -177,18 +177,18 @@ fn check_turn(tx: &mut Tx<'_>, t: &Turn) -> Result<(), Code> {
 /// first: then that record is the answer) and returns the reply.
 fn record(core: &mut Core, t: Turn, found: Result<Found, Code>) -> Result<Value, Code> {
     let written = core.store.write(|tx| {
-        if !evidence::holds(&tx.tx, &t.business, &t.role, &t.run)? {
+        if !evidence::holds(tx.db(), &t.business, &t.role, &t.run)? {
             return Err(Code::NotHolder);
         }
         // A begin answers its baseline, else an outcome settled without
         // one; an end answers its outcome.
         let baseline = match t.phase {
-            Phase::Begin => records::usage_baseline(&tx.tx, &t.run, &t.source, &t.turn)?,
+            Phase::Begin => records::usage_baseline(tx.db(), &t.run, &t.source, &t.turn)?,
             Phase::End => None,
         };
         let recorded = match baseline {
             Some(b) => Some(b),
-            None => records::usage_outcome(&tx.tx, &t.run, &t.source, &t.turn)?,
+            None => records::usage_outcome(tx.db(), &t.run, &t.source, &t.turn)?,
         };
         if let Some(r) = recorded {
             return Ok((r, false));
