@@ -1377,6 +1377,31 @@ fn the_store_s_connection_stays_in_the_store() {
     );
 }
 
+/// The store returns plain rows (`store::rows`, its own structs); what a
+/// session sees of them is built in `handlers/views.rs`. So no file of the
+/// store builds JSON with `json!` (it still decodes the JSON columns it
+/// stores, such as a decision's options, and the export writes its own
+/// column-by-column lines).
+#[test]
+fn the_store_builds_no_wire_json() {
+    let root = root();
+    let mut building = Vec::new();
+    for f in rust_files(&root.join("broker/src/store")) {
+        let text = lex(&fs::read_to_string(&f).expect("read")).code;
+        let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if squeezed.contains("json!(") || squeezed.contains("json!{") || squeezed.contains("json![")
+        {
+            building.push(f.display().to_string());
+        }
+    }
+    assert!(
+        building.is_empty(),
+        "the store builds wire JSON: {building:#?}"
+    );
+    let views = fs::read_to_string(root.join("broker/src/handlers/views.rs")).expect("views");
+    assert!(views.contains("json!("), "the views build the rows' JSON");
+}
+
 /// Every crate root of the workspace's members (`src/lib.rs`, `src/main.rs`,
 /// `src/bin/*.rs`) whose crate holds `unsafe` code says
 /// `#![deny(unsafe_op_in_unsafe_fn)]`: an `unsafe fn`'s body is then no

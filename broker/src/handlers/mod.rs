@@ -28,6 +28,7 @@ pub mod refusal;
 pub mod staged;
 pub mod table;
 pub mod verbs;
+pub mod views;
 
 pub use fields::Fields;
 pub use handler::{Op, Outside};

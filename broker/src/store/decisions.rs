@@ -8,12 +8,13 @@
 //! this is the one other writer of that table, see docs/decisions.md).
 
 use super::evidence::Written;
+use super::rows::{DecisionEventRow, DECISION_EVENT_COLUMNS};
 use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::routing::Class;
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn sql(e: rusqlite::Error) -> Code {
     map_sql_error(&e)
@@ -106,44 +107,6 @@ impl DecisionRow {
 
     pub fn is_open(&self) -> bool {
         self.closed_kind.is_none()
-    }
-
-    /// The decision as sessions see it: decoded options, `blocking` as a
-    /// boolean, its state, and `authorization` `{action,target,approvalChoice}`.
-    pub fn to_json(&self) -> Value {
-        let state = self.closed_kind.as_deref().unwrap_or("open");
-        json!({
-            "id": self.id,
-            "business": self.business,
-            "raised_by_role": self.raised_by_role,
-            "raised_by_run": self.raised_by_run,
-            "action": self.action,
-            "target": self.target,
-            "class": self.class,
-            "routed_to": self.routed_to,
-            "domain": self.domain,
-            "question": self.question,
-            "options": self.options_json(),
-            "recommendation": self.recommendation,
-            "approvalChoice": self.approval_choice,
-            "blocking": self.blocking,
-            "project": self.project,
-            "task_ref": self.task_ref,
-            "requirement_ref": self.requirement_ref,
-            "supersedes": self.supersedes,
-            "target_holder": self.target_holder,
-            "spec_path": self.spec_path,
-            "spec_commit": self.spec_commit,
-            "at": self.at,
-            "state": state,
-            "choice": self.choice,
-            "consumed": self.consumed,
-            "authorization": {
-                "action": self.action,
-                "target": self.target,
-                "approvalChoice": self.approval_choice,
-            },
-        })
     }
 }
 
@@ -315,37 +278,18 @@ pub fn close_body(
     s
 }
 
-/// The columns [`decision_event_json`] reads, in its order.
-pub const DECISION_EVENT_COLUMNS: &str = "seq, decision, kind, by, run, choice, note, input, at";
-
-/// A `decision_events` row (selected as [`DECISION_EVENT_COLUMNS`]) as JSON.
-pub fn decision_event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "seq": r.get::<_, i64>(0)?,
-        "decision": r.get::<_, String>(1)?,
-        "kind": r.get::<_, String>(2)?,
-        "by": r.get::<_, String>(3)?,
-        "run": r.get::<_, Option<String>>(4)?,
-        "choice": r.get::<_, Option<String>>(5)?,
-        "note": r.get::<_, Option<String>>(6)?,
-        "input": r.get::<_, Option<String>>(7)?,
-        "at": r.get::<_, String>(8)?,
-    }))
-}
-
-/// The closing `decision_events` row of a decision, as JSON.
-pub fn closing_event(conn: &Db, decision: &str) -> Result<Value, Code> {
+/// The closing `decision_events` row of a decision, if it is closed.
+pub fn closing_event(conn: &Db, decision: &str) -> Result<Option<DecisionEventRow>, Code> {
     conn.query_row(
         &format!(
             "SELECT {DECISION_EVENT_COLUMNS} FROM decision_events
              WHERE decision = ?1 AND kind IN ('resolved', 'withdrawn')"
         ),
         [decision],
-        decision_event_json,
+        DecisionEventRow::read,
     )
     .optional()
     .map_err(sql)
-    .map(|v| v.unwrap_or(Value::Null))
 }
 
 /// The business's latest launch toggle: `(kind, event id, at)`.

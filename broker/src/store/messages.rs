@@ -4,10 +4,11 @@
 //! Every writer takes its timestamp from the transaction's clock and runs the
 //! known-token check on what it is about to store.
 
+use super::rows::{MessageRow, MESSAGE_COLUMNS};
 use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
-use rusqlite::{params, OptionalExtension, Row};
-use serde_json::{json, Value};
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
 
 /// A message as the verbs hand it to [`insert_message`].
 #[derive(Debug, Clone, Default)]
@@ -138,35 +139,6 @@ pub fn insert_task_snapshot(
     Ok((t.tx.last_insert_rowid(), at))
 }
 
-/// The columns [`message_json`] reads, in order (alias `m`): every column
-/// of the row but `business`, 3g's `to_name` included.
-pub const MESSAGE_COLUMNS: &str = "m.seq, m.id, m.from_role, m.from_run, m.to_role, m.class, \
-     m.body, m.in_reply_to, m.corrects, m.decision, m.request, m.at, m.to_name";
-
-/// How many columns [`MESSAGE_COLUMNS`] names: the index of the first
-/// column a query selects after them.
-pub const MESSAGE_COLUMN_COUNT: usize = 13;
-
-/// One `messages` row as JSON (the shape `trail`, `replies`, `messages` and
-/// `message.receive` share), from a row starting with [`MESSAGE_COLUMNS`].
-pub fn message_json(r: &Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "id": r.get::<_, String>(1)?,
-        "seq": r.get::<_, i64>(0)?,
-        "from_role": r.get::<_, String>(2)?,
-        "from_run": r.get::<_, String>(3)?,
-        "to_role": r.get::<_, String>(4)?,
-        "class": r.get::<_, String>(5)?,
-        "body": r.get::<_, String>(6)?,
-        "in_reply_to": r.get::<_, Option<String>>(7)?,
-        "corrects": r.get::<_, Option<String>>(8)?,
-        "decision": r.get::<_, Option<String>>(9)?,
-        "request": r.get::<_, Option<String>>(10)?,
-        "at": r.get::<_, String>(11)?,
-        "to_name": r.get::<_, Option<String>>(12)?,
-    }))
-}
-
 /// What the message verbs need to know about a stored message.
 #[derive(Debug, Clone)]
 pub struct MessageFacts {
@@ -221,7 +193,7 @@ pub fn undelivered(
     business: &str,
     to_role: &str,
     limit: usize,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<MessageRow>, Code> {
     let floor: i64 = conn
         .prepare_cached(
             "SELECT coalesce((SELECT m.seq FROM messages m
@@ -246,7 +218,7 @@ pub fn undelivered(
                 floor,
                 i64::try_from(limit).unwrap_or(100)
             ],
-            message_json,
+            MessageRow::read,
         )
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)

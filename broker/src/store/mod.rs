@@ -17,6 +17,7 @@ pub mod names;
 pub mod reads;
 pub mod reviews;
 pub mod root;
+pub mod rows;
 pub mod schema;
 pub mod seals;
 pub mod threads;

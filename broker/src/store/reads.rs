@@ -1,30 +1,28 @@
-//! The reads' queries: every SELECT the read verbs make, each returning rows
-//! (as the JSON sessions see, or plain structs) for `verbs::reads` to
-//! compose. Nothing here writes or decides who may read.
+//! The reads' queries: every SELECT the read verbs make, each returning
+//! plain rows (`store::rows`) for `verbs::reads` to compose and
+//! `handlers::views` to show. Nothing here writes or decides who may read.
 
-use super::decisions::{decision_event_json, DECISION_EVENT_COLUMNS};
 use super::map_sql_error;
-use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
+use super::rows::{
+    ClaimRow, DecisionEntry, DecisionEventRow, EventRow, InputNeeded, MessageRow, ReceiptRow,
+    TaskSnapshotRow, TrailRecord, CLAIM_COLUMNS, DECISION_COLUMNS, DECISION_EVENT_COLUMNS,
+    EVENT_COLUMNS, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT,
+};
 use super::Db;
 use crate::error::Code;
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 fn sql_err(e: rusqlite::Error) -> Code {
     map_sql_error(&e)
 }
 
-fn json_col(s: Option<String>) -> Value {
-    s.and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Value::Null)
-}
-
-pub(crate) fn collect(
+pub(crate) fn collect<T>(
     conn: &Db,
     sql: &str,
     p: impl rusqlite::Params,
-    f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<Value>,
-) -> Result<Vec<Value>, Code> {
+    f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, Code> {
     let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
     let rows = stmt.query_map(p, f).map_err(sql_err)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
@@ -32,48 +30,8 @@ pub(crate) fn collect(
 
 // --- decisions as the inbox shows them ------------------------------------
 
-const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_run, d.action, \
-     d.target, d.class, d.routed_to, d.domain, d.question, d.options, d.recommendation, \
-     d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
-     d.target_holder, d.at, d.spec_path, d.spec_commit";
-
 const OPEN: &str = "NOT EXISTS (SELECT 1 FROM decision_events e WHERE e.decision = d.id \
      AND e.kind IN ('resolved', 'withdrawn'))";
-
-/// A `decisions` row as the inbox shows it: decoded options, `blocking` as a
-/// boolean and the authorization context S4 must display.
-fn decision_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    let action: String = r.get(4)?;
-    let target: Option<String> = r.get(5)?;
-    let approval: String = r.get(12)?;
-    Ok(json!({
-        "record": "decision",
-        "seq": r.get::<_, i64>(0)?,
-        "id": r.get::<_, String>(1)?,
-        "raised_by_role": r.get::<_, String>(2)?,
-        "raised_by_run": r.get::<_, String>(3)?,
-        "action": action,
-        "target": target,
-        "class": r.get::<_, String>(6)?,
-        "routed_to": r.get::<_, String>(7)?,
-        "domain": r.get::<_, Option<String>>(8)?,
-        "question": r.get::<_, String>(9)?,
-        "options": json_col(r.get(10)?),
-        "recommendation": r.get::<_, String>(11)?,
-        "approvalChoice": approval,
-        "blocking": r.get::<_, i64>(13)? == 1,
-        "project": r.get::<_, Option<String>>(14)?,
-        "task_ref": r.get::<_, Option<String>>(15)?,
-        "requirement_ref": r.get::<_, Option<String>>(16)?,
-        "supersedes": r.get::<_, Option<String>>(17)?,
-        "target_holder": r.get::<_, Option<String>>(18)?,
-        "at": r.get::<_, String>(19)?,
-        // The spec a cited raise stands on (what routed it to an arbiter).
-        "spec_path": r.get::<_, Option<String>>(20)?,
-        "spec_commit": r.get::<_, Option<String>>(21)?,
-        "authorization": {"action": action, "target": target, "approvalChoice": approval},
-    }))
-}
 
 /// Where a page of decisions starts: after the decision of this `seq`
 /// (and, for a list gated first, of this gatedness).
@@ -108,7 +66,7 @@ pub fn open_decisions(
     route: &str,
     after: Option<DecisionCursor>,
     limit: i64,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<DecisionEntry>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d
          WHERE d.business = ?1 AND d.routed_to = ?2 AND {OPEN}
@@ -120,7 +78,7 @@ pub fn open_decisions(
         conn,
         &sql,
         params![business, route, gated, seq, limit],
-        decision_json,
+        DecisionEntry::read,
     )
 }
 
@@ -133,67 +91,63 @@ pub fn open_for_roles(
     business: &str,
     after: i64,
     limit: i64,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<DecisionEntry>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d
          WHERE d.business = ?1 AND d.routed_to <> 'human' AND {OPEN} AND d.seq > ?2
          ORDER BY d.seq LIMIT ?3"
     );
-    collect(conn, &sql, params![business, after, limit], decision_json)
+    collect(
+        conn,
+        &sql,
+        params![business, after, limit],
+        DecisionEntry::read,
+    )
 }
 
 /// `decisions {list:'recent'}`: the business's last `limit` closed decisions
 /// of every route, newest close first, each the decision row `trail` gives
 /// plus `closed`, its closing `decision_events` row.
-pub fn recent_closed(conn: &Db, business: &str, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn recent_closed(
+    conn: &Db,
+    business: &str,
+    limit: i64,
+) -> Result<Vec<(DecisionEntry, Option<DecisionEventRow>)>, Code> {
     let sql = format!(
         "SELECT {DECISION_COLUMNS} FROM decisions d JOIN decision_events e
            ON e.decision = d.id AND e.kind IN ('resolved', 'withdrawn')
          WHERE d.business = ?1 ORDER BY e.seq DESC LIMIT ?2"
     );
-    let mut rows = collect(conn, &sql, params![business, limit], decision_json)?;
-    for row in &mut rows {
-        let id = row["id"].as_str().unwrap_or_default().to_string();
-        row["closed"] = crate::store::decisions::closing_event(conn, &id)?;
+    let rows = collect(conn, &sql, params![business, limit], DecisionEntry::read)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let closed = crate::store::decisions::closing_event(conn, &row.id)?;
+        out.push((row, closed));
     }
-    Ok(rows)
+    Ok(out)
 }
 
 /// One message row by id (any business: the caller found the id in its own
 /// business's unread index).
-pub fn message_by_id(conn: &Db, id: &str) -> Result<Value, Code> {
+pub fn message_by_id(conn: &Db, id: &str) -> Result<MessageRow, Code> {
     let by_id = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1");
     let mut stmt = conn.prepare_cached(&by_id).map_err(sql_err)?;
-    stmt.query_row([id], message_json).map_err(sql_err)
+    stmt.query_row([id], MessageRow::read).map_err(sql_err)
 }
 
 /// A role's latest `role_claims` row, if it ever had one.
-pub fn latest_claim(conn: &Db, b: &str, role: &str) -> Result<Option<Value>, Code> {
+pub fn latest_claim(conn: &Db, b: &str, role: &str) -> Result<Option<ClaimRow>, Code> {
     conn.prepare_cached(&format!(
         "SELECT {CLAIM_COLUMNS} FROM role_claims
          WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1"
     ))
-    .and_then(|mut s| {
-        s.query_row(params![b, role], |r| {
-            Ok(json!({
-                "seq": r.get::<_, i64>(0)?,
-                "business": b,
-                "role": r.get::<_, String>(1)?,
-                "run": r.get::<_, String>(2)?,
-                "op": r.get::<_, String>(3)?,
-                "decision": r.get::<_, Option<String>>(4)?,
-                "by": r.get::<_, Option<String>>(5)?,
-                "at": r.get::<_, String>(6)?,
-            }))
-        })
-        .optional()
-    })
+    .and_then(|mut s| s.query_row(params![b, role], ClaimRow::read).optional())
     .map_err(sql_err)
 }
 
 /// The open decisions `role` raised that wait on the human, gated first,
 /// at most `limit` of them.
-pub fn input_needed(conn: &Db, b: &str, role: &str, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn input_needed(conn: &Db, b: &str, role: &str, limit: i64) -> Result<Vec<InputNeeded>, Code> {
     collect(
         conn,
         &format!(
@@ -203,59 +157,19 @@ pub fn input_needed(conn: &Db, b: &str, role: &str, limit: i64) -> Result<Vec<Va
         ),
         params![b, role, limit],
         |r| {
-            Ok(json!({
-                "id": r.get::<_, String>(0)?,
-                "question": r.get::<_, String>(1)?,
-                "class": r.get::<_, String>(2)?,
-                "blocking": r.get::<_, i64>(3)? == 1,
-                "task_ref": r.get::<_, Option<String>>(4)?,
-                "at": r.get::<_, String>(5)?,
-            }))
+            Ok(InputNeeded {
+                id: r.get(0)?,
+                question: r.get(1)?,
+                class: r.get(2)?,
+                blocking: r.get::<_, i64>(3)? == 1,
+                task_ref: r.get(4)?,
+                at: r.get(5)?,
+            })
         },
     )
 }
 
 // --- trail ----------------------------------------------------------------
-
-fn event_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "record": "event",
-        "seq": r.get::<_, i64>(0)?,
-        "id": r.get::<_, String>(1)?,
-        "kind": r.get::<_, String>(2)?,
-        "role": r.get::<_, Option<String>>(3)?,
-        "run": r.get::<_, Option<String>>(4)?,
-        "subject": r.get::<_, Option<String>>(5)?,
-        "body": json_col(r.get(6)?),
-        "at": r.get::<_, String>(7)?,
-    }))
-}
-
-const EVENT_COLUMNS: &str = "seq, id, kind, role, run, subject, body, at";
-
-const CLAIM_COLUMNS: &str = "seq, role, run, op, decision, by, at";
-
-/// A `role_claims` row read by [`CLAIM_COLUMNS`], as a trail record.
-fn claim_json(r: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "record": "claim",
-        "seq": r.get::<_, i64>(0)?,
-        "role": r.get::<_, String>(1)?,
-        "run": r.get::<_, String>(2)?,
-        "op": r.get::<_, String>(3)?,
-        "decision": r.get::<_, Option<String>>(4)?,
-        "by": r.get::<_, Option<String>>(5)?,
-        "at": r.get::<_, String>(6)?,
-    }))
-}
-
-/// Sets `record` on every row.
-pub fn tag(mut vs: Vec<Value>, record: &str) -> Vec<Value> {
-    for v in &mut vs {
-        v["record"] = json!(record);
-    }
-    vs
-}
 
 /// Where a page of `trail` starts and how many records each source may
 /// give it (issue 34): records written after `after` (a broker timestamp,
@@ -281,7 +195,7 @@ pub fn trail_records(
     b: &str,
     subject: &str,
     w: TrailWindow<'_>,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<TrailRecord>, Code> {
     let mut t = Vec::new();
     let floor = |table: Table| -> Result<i64, Code> {
         match w.after {
@@ -299,7 +213,7 @@ pub fn trail_records(
             crate::store::NOT_A_SEND
         ),
         params![b, subject, floor(Table::Events)?, w.limit],
-        event_json,
+        |r| EventRow::read(r).map(TrailRecord::Event),
     )?);
     // The subject event itself, a run's session events.
     for filter in [
@@ -310,7 +224,9 @@ pub fn trail_records(
         ),
     ] {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {filter}");
-        t.extend(collect(conn, &sql, params![b, subject], event_json)?);
+        t.extend(collect(conn, &sql, params![b, subject], |r| {
+            EventRow::read(r).map(TrailRecord::Event)
+        })?);
     }
 
     // Claim evidence of a run, and claims citing a decision.
@@ -318,7 +234,7 @@ pub fn trail_records(
         conn,
         &format!("SELECT {CLAIM_COLUMNS} FROM role_claims WHERE run = ?2 AND business = ?1"),
         params![b, subject],
-        claim_json,
+        |r| ClaimRow::read(r).map(TrailRecord::Claim),
     )?);
     // Task snapshots, and decisions held on the task.
     t.extend(collect(
@@ -327,14 +243,13 @@ pub fn trail_records(
          WHERE business = ?1 AND task_ref = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
         params![b, subject, floor(Table::TaskSnapshots)?, w.limit],
         |r| {
-            Ok(json!({
-                "record": "task",
-                "seq": r.get::<_, i64>(0)?,
-                "task_ref": r.get::<_, String>(1)?,
-                "read_at": r.get::<_, String>(2)?,
-                "tombstone": r.get::<_, i64>(3)? == 1,
-                "fields": json_col(r.get(4)?),
-                "at": r.get::<_, String>(5)?,
+            Ok(TrailRecord::Task(TaskSnapshotRow {
+                seq: r.get(0)?,
+                task_ref: r.get(1)?,
+                read_at: r.get(2)?,
+                tombstone: r.get::<_, i64>(3)? == 1,
+                fields: r.get(4)?,
+                at: r.get(5)?,
             }))
         },
     )?);
@@ -346,14 +261,16 @@ pub fn trail_records(
         conn,
         &by_task,
         params![b, subject, floor(Table::Decisions)?, w.limit],
-        decision_json,
+        |r| DecisionEntry::read(r).map(TrailRecord::Decision),
     )?);
 
     // A decision: its row, its events, the human inputs they cite, claims and
     // messages citing it.
     let by_id =
         format!("SELECT {DECISION_COLUMNS} FROM decisions d WHERE d.id = ?2 AND d.business = ?1");
-    let decision = collect(conn, &by_id, params![b, subject], decision_json)?;
+    let decision = collect(conn, &by_id, params![b, subject], |r| {
+        DecisionEntry::read(r).map(TrailRecord::Decision)
+    })?;
     if !decision.is_empty() {
         t.extend(decision);
         let events = format!(
@@ -365,11 +282,7 @@ pub fn trail_records(
             conn,
             &events,
             params![subject, floor(Table::DecisionEvents)?, w.limit],
-            |r| {
-                let mut v = decision_event_json(r)?;
-                v["record"] = json!("decision_event");
-                Ok(v)
-            },
+            |r| DecisionEventRow::read(r).map(TrailRecord::DecisionEvent),
         )?);
         t.extend(collect(
             conn,
@@ -379,7 +292,7 @@ pub fn trail_records(
                     AND seq > ?3 ORDER BY seq LIMIT ?4)"
             ),
             params![b, subject, floor(Table::DecisionEvents)?, w.limit],
-            event_json,
+            |r| EventRow::read(r).map(TrailRecord::Event),
         )?);
         t.extend(collect(
             conn,
@@ -387,53 +300,59 @@ pub fn trail_records(
                 "SELECT {CLAIM_COLUMNS} FROM role_claims WHERE decision = ?2 AND business = ?1"
             ),
             params![b, subject],
-            claim_json,
+            |r| ClaimRow::read(r).map(TrailRecord::Claim),
         )?);
         let citing = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.decision = ?2 AND m.business = ?1
                AND m.seq > ?3 ORDER BY m.seq LIMIT ?4"
         );
-        t.extend(tag(
-            collect(
-                conn,
-                &citing,
-                params![b, subject, floor(Table::Messages)?, w.limit],
-                message_json,
-            )?,
-            "message",
-        ));
+        t.extend(collect(
+            conn,
+            &citing,
+            params![b, subject, floor(Table::Messages)?, w.limit],
+            |r| MessageRow::read(r).map(TrailRecord::Message),
+        )?);
     }
 
     // A message: its row, the request behind it, the send's authorization,
     // its delivery and its read receipt.
     let by_id =
         format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?2 AND m.business = ?1");
-    if let Some(m) = collect(conn, &by_id, params![b, subject], message_json)?
+    if let Some(m) = collect(conn, &by_id, params![b, subject], MessageRow::read)?
         .into_iter()
         .next()
     {
-        if let Some(req) = m["request"].as_str() {
+        if let Some(req) = m.request.as_deref() {
             t.extend(collect(
                 conn,
                 &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1"),
                 params![b, req],
-                event_json,
+                |r| EventRow::read(r).map(TrailRecord::Event),
             )?);
         }
-        t.extend(send_authorization(conn, b, &m, subject)?);
-        for (table, record) in [("deliveries", "delivery"), ("read_receipts", "read")] {
+        t.extend(
+            send_authorization(conn, b, &m, subject)?
+                .into_iter()
+                .map(TrailRecord::Event),
+        );
+        let receipt: fn(ReceiptRow) -> TrailRecord = TrailRecord::Delivery;
+        let read: fn(ReceiptRow) -> TrailRecord = TrailRecord::Read;
+        for (table, record) in [("deliveries", receipt), ("read_receipts", read)] {
             t.extend(collect(
                 conn,
                 &format!("SELECT seq, message, run, at FROM {table} WHERE message = ?1"),
                 params![subject],
                 |r| {
-                    Ok(json!({"record": record, "seq": r.get::<_, i64>(0)?,
-                        "message": r.get::<_, String>(1)?, "run": r.get::<_, String>(2)?,
-                        "at": r.get::<_, String>(3)?}))
+                    Ok(record(ReceiptRow {
+                        seq: r.get(0)?,
+                        message: r.get(1)?,
+                        run: r.get(2)?,
+                        at: r.get(3)?,
+                    }))
                 },
             )?);
         }
-        t.extend(tag(vec![m], "message"));
+        t.push(TrailRecord::Message(m));
     }
     Ok(t)
 }
@@ -526,9 +445,8 @@ const AUTHORIZATION_WINDOW: i64 = 8;
 /// ([`last_seq_by_time`]); the rows around it (a few either side, in case
 /// another writer ordered the two rows otherwise) are then read by key
 /// range and matched exactly as before.
-fn send_authorization(conn: &Db, b: &str, m: &Value, id: &str) -> Result<Vec<Value>, Code> {
-    let at = m["at"].as_str().unwrap_or_default();
-    let Some(before) = last_seq_by_time(conn, Table::Events, at, false)? else {
+fn send_authorization(conn: &Db, b: &str, m: &MessageRow, id: &str) -> Result<Vec<EventRow>, Code> {
+    let Some(before) = last_seq_by_time(conn, Table::Events, &m.at, false)? else {
         return Ok(Vec::new());
     };
     collect(
@@ -544,40 +462,40 @@ fn send_authorization(conn: &Db, b: &str, m: &Value, id: &str) -> Result<Vec<Val
             before.saturating_sub(AUTHORIZATION_WINDOW),
             before.saturating_add(AUTHORIZATION_WINDOW),
             b,
-            m["from_run"].as_str().unwrap_or_default(),
-            m["to_role"].as_str().unwrap_or_default(),
+            m.from_run,
+            m.to_role,
             id
         ],
-        event_json,
+        EventRow::read,
     )
 }
 
 // --- replies, messages, state, tasks ---------------------------------------
 
 /// Up to `limit` replies to message `id` of business `b`, oldest first.
-pub fn replies(conn: &Db, b: &str, id: &str, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn replies(conn: &Db, b: &str, id: &str, limit: i64) -> Result<Vec<MessageRow>, Code> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.in_reply_to = ?1 AND m.business = ?2
          ORDER BY m.seq LIMIT ?3"
     );
-    Ok(tag(
-        collect(conn, &sql, params![id, b, limit], message_json)?,
-        "message",
-    ))
+    collect(conn, &sql, params![id, b, limit], MessageRow::read)
 }
 
 /// Up to `limit` messages to the human older than `before` (a seq), newest
 /// first, each with `read`.
-pub fn human_feed(conn: &Db, b: &str, before: i64, limit: i64) -> Result<Vec<Value>, Code> {
+pub fn human_feed(
+    conn: &Db,
+    b: &str,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<(MessageRow, bool)>, Code> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, EXISTS (SELECT 1 FROM read_receipts r WHERE r.message = m.id)
          FROM messages m WHERE m.business = ?1 AND m.to_role = 'human' AND m.seq < ?2
          ORDER BY m.seq DESC LIMIT ?3"
     );
     collect(conn, &sql, params![b, before, limit], |r| {
-        let mut m = message_json(r)?;
-        m["read"] = json!(r.get::<_, bool>(MESSAGE_COLUMN_COUNT)?);
-        Ok(m)
+        Ok((MessageRow::read(r)?, r.get(MESSAGE_COLUMN_COUNT)?))
     })
 }
 

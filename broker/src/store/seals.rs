@@ -15,7 +15,6 @@ use super::schema::SEALED_TABLES;
 use super::Db;
 use crate::error::Code;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -67,27 +66,6 @@ pub struct Seal {
 }
 
 impl Seal {
-    /// `{seq, at, prev, root, upto}`: the host op's shape.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "seq": self.seq,
-            "at": self.at,
-            "prev": canonical::hex(&self.prev),
-            "root": canonical::hex(&self.root),
-            "upto": self.upto,
-        })
-    }
-
-    /// `{seq, at, root, upto}`: the reader verb's shape.
-    pub fn newest_json(&self) -> Value {
-        json!({
-            "seq": self.seq,
-            "at": self.at,
-            "root": canonical::hex(&self.root),
-            "upto": self.upto,
-        })
-    }
-
     /// The rows of `table` this seal adds after `prev` (the previous
     /// seal's `upto`; empty for the first): `seq` from [`lower_bound`] to
     /// this seal's `upto`, both included, or `None` when that is empty.

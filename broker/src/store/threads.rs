@@ -5,11 +5,10 @@
 //! A message's thread is its `message_threads` row. A run holds at most one
 //! thread: the thread whose latest claim row is that run's `claim`.
 
-use super::messages::{message_json, MESSAGE_COLUMNS, MESSAGE_COLUMN_COUNT};
+use super::rows::{MessageRow, ThreadClaimRow, ThreadState, MESSAGE_COLUMNS};
 use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Value};
 
 fn sql(e: rusqlite::Error) -> Code {
     map_sql_error(&e)
@@ -301,7 +300,11 @@ pub fn held_threads(
 /// The latest claim row of every held thread of `instance`, oldest thread
 /// first, shaped as a role claim row with `thread` added: what `agents`
 /// lists for a thread instance, which has no role claim.
-pub fn held_claim_rows(conn: &Db, business: &str, instance: &str) -> Result<Vec<Value>, Code> {
+pub fn held_claim_rows(
+    conn: &Db,
+    business: &str,
+    instance: &str,
+) -> Result<Vec<ThreadClaimRow>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT c.seq, c.thread, c.run, c.op, c.decision, c.by, c.at
@@ -313,17 +316,15 @@ pub fn held_claim_rows(conn: &Db, business: &str, instance: &str) -> Result<Vec<
         .map_err(sql)?;
     let rows = s
         .query_map(params![business, instance], |r| {
-            Ok(json!({
-                "seq": r.get::<_, i64>(0)?,
-                "business": business,
-                "role": instance,
-                "run": r.get::<_, String>(2)?,
-                "thread": r.get::<_, String>(1)?,
-                "op": r.get::<_, String>(3)?,
-                "decision": r.get::<_, Option<String>>(4)?,
-                "by": r.get::<_, Option<String>>(5)?,
-                "at": r.get::<_, String>(6)?,
-            }))
+            Ok(ThreadClaimRow {
+                seq: r.get(0)?,
+                thread: r.get(1)?,
+                run: r.get(2)?,
+                op: r.get(3)?,
+                decision: r.get(4)?,
+                by: r.get(5)?,
+                at: r.get(6)?,
+            })
         })
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
@@ -395,7 +396,7 @@ pub fn undelivered(
     thread: &str,
     instance: &str,
     limit: usize,
-) -> Result<Vec<Value>, Code> {
+) -> Result<Vec<MessageRow>, Code> {
     let floor: i64 = conn
         .prepare_cached(
             "SELECT coalesce((SELECT mt.seq FROM message_threads mt JOIN messages m ON m.id = mt.message
@@ -415,7 +416,7 @@ pub fn undelivered(
     let rows = s
         .query_map(
             params![thread, instance, floor, i64::try_from(limit).unwrap_or(100)],
-            message_json,
+            MessageRow::read,
         )
         .map_err(sql)?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
@@ -438,19 +439,15 @@ pub fn messages(
     thread: &str,
     after: i64,
     limit: usize,
-) -> Result<(Vec<Value>, bool), Code> {
+) -> Result<(Vec<MessageRow>, bool), Code> {
     let text = format!(
-        "SELECT {MESSAGE_COLUMNS}, mt.thread FROM message_threads mt JOIN messages m ON m.id = mt.message
+        "SELECT {MESSAGE_COLUMNS} FROM message_threads mt JOIN messages m ON m.id = mt.message
          WHERE mt.thread = ?1 AND mt.seq > ?2 ORDER BY mt.seq LIMIT ?3"
     );
     let mut s = conn.prepare_cached(&text).map_err(sql)?;
     let want = i64::try_from(limit).unwrap_or(50).saturating_add(1);
     let rows = s
-        .query_map(params![thread, after, want], |r| {
-            let mut v = message_json(r)?;
-            v["thread"] = json!(r.get::<_, String>(MESSAGE_COLUMN_COUNT)?);
-            Ok(v)
-        })
+        .query_map(params![thread, after, want], MessageRow::read)
         .map_err(sql)?;
     let mut out = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)?;
     let more = out.len() > limit;
@@ -489,7 +486,7 @@ pub fn counts(
 /// A thread's latest message and open are its rows with the largest `seq`
 /// (`at` increases with `seq`), read off the end of its index rather than
 /// by `max(at)` over all of them.
-pub fn state(conn: &Db, business: &str) -> Result<Vec<Value>, Code> {
+pub fn state(conn: &Db, business: &str) -> Result<Vec<ThreadState>, Code> {
     let mut s = conn
         .prepare_cached(
             "SELECT t.id, t.instance,
@@ -518,16 +515,16 @@ pub fn state(conn: &Db, business: &str) -> Result<Vec<Value>, Code> {
     for (id, instance, last_message, last_open, last_claim) in rows {
         let h = holder(conn, &id)?;
         let (pending, unread) = counts(conn, &id, &instance, h.as_deref())?;
-        out.push(json!({
-            "thread": id,
-            "instance": instance,
-            "pending": pending,
-            "unread": unread,
-            "lastMessage": last_message,
-            "lastOpen": last_open,
-            "lastClaim": last_claim,
-            "holder": h,
-        }));
+        out.push(ThreadState {
+            thread: id,
+            instance,
+            pending,
+            unread,
+            last_message,
+            last_open,
+            last_claim,
+            holder: h,
+        });
     }
     Ok(out)
 }

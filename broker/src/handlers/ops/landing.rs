@@ -97,7 +97,7 @@ fn check(
         return Err(Code::UnknownProject);
     }
     rules::check_project(d.project.as_deref(), &push.project)?;
-    let human = decisions::closing_event(conn, decision)?["input"].is_string();
+    let human = decisions::closing_event(conn, decision)?.is_some_and(|e| e.input.is_some());
     Ok(Checked {
         project: push.project,
         git_ref: push.git_ref,

@@ -50,7 +50,9 @@ impl Seals {
         let list = reader
             .after(self.after.unwrap_or(0), PAGE)
             .map_err(|_| Code::StorageUnavailable)?;
-        Ok(Value::Array(list.iter().map(|s| s.to_json()).collect()))
+        Ok(Value::Array(
+            list.iter().map(crate::handlers::views::seal).collect(),
+        ))
     }
 }
 

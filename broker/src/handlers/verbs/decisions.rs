@@ -437,7 +437,7 @@ impl Raise {
             )?;
         }
         let d = store::load(t.db(), business_id, &w.id)?.ok_or(Code::StorageUnavailable)?;
-        let mut out = d.to_json();
+        let mut out = crate::handlers::views::decision(&d);
         out["event"] = json!(ev.id);
         Ok(out)
     }
@@ -591,7 +591,9 @@ fn close(
     } else {
         None
     };
-    let closed = store::closing_event(t.db(), &d.id)?;
+    let closed = store::closing_event(t.db(), &d.id)?
+        .as_ref()
+        .map_or(Value::Null, crate::handlers::views::decision_event);
     Ok(json!({
         "decision": d.id,
         "kind": kind,
@@ -776,11 +778,12 @@ impl ReadVerb for List {
     fn answer(self, core: &Core, caller: &Caller) -> Result<Value, Code> {
         match self {
             List::Roles(page) => super::reads::open_for_roles_page(core, caller, page),
-            List::Recent => Ok(Value::Array(crate::store::reads::recent_closed(
-                core.store.db(),
-                caller.business(),
-                RECENT,
-            )?)),
+            List::Recent => Ok(Value::Array(
+                crate::store::reads::recent_closed(core.store.db(), caller.business(), RECENT)?
+                    .iter()
+                    .map(|(d, closed)| crate::handlers::views::closed_decision(d, closed.as_ref()))
+                    .collect(),
+            )),
         }
     }
 }

@@ -616,7 +616,8 @@ fn receive(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         };
         let mut out = Vec::with_capacity(batch.len());
         let mut bytes = 0usize;
-        for mut m in batch {
+        for row in batch {
+            let mut m = crate::handlers::views::message(&row);
             // The oldest first, and no gaps: a message that would pass the
             // reply cap waits for the next batch with every later one.
             // (`delivered_at` and the separator add well under 64 bytes.)
@@ -624,8 +625,7 @@ fn receive(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
             if !out.is_empty() && bytes > RECEIVE_BYTES {
                 break;
             }
-            let id = m["id"].as_str().unwrap_or_default().to_string();
-            let at = msgs::insert_delivery(t, &id, &run)?;
+            let at = msgs::insert_delivery(t, &row.id, &run)?;
             m["delivered_at"] = json!(at);
             out.push(m);
         }

@@ -12,6 +12,7 @@ use crate::core::{Caller, Core};
 use crate::error::Code;
 use crate::handlers::fields::Fields;
 use crate::handlers::handler::ReadVerb;
+use crate::handlers::views;
 use crate::store::messages as msgs;
 use crate::store::reads::{self, TaskRow};
 use crate::store::threads;
@@ -137,7 +138,7 @@ no_args!(Seal, seal);
 fn seal(core: &Core, _caller: &Caller) -> Result<Value, Code> {
     let seals = core.seals.as_ref().ok_or(Code::StorageUnavailable)?;
     let newest = seals.newest().map_err(|_| Code::StorageUnavailable)?;
-    Ok(newest.map_or(Value::Null, |s| s.newest_json()))
+    Ok(newest.map_or(Value::Null, |s| views::newest_seal(&s)))
 }
 
 // --- usage ----------------------------------------------------------------
@@ -248,13 +249,16 @@ fn inbox(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
         Some(id) => Some(reads::decision_cursor(conn, b, id)?.ok_or(Code::DecisionNotFound)?),
     };
     let limit = page.limit.unwrap_or(DECISIONS_PAGE);
-    let found = reads::open_decisions(
+    let found: Vec<Value> = reads::open_decisions(
         conn,
         b,
         address,
         after,
         i64::try_from(limit + 1).unwrap_or(i64::MAX),
-    )?;
+    )?
+    .iter()
+    .map(views::decision_entry)
+    .collect();
     let (decisions, more) = fit(found, limit);
     let mut room = PAGE_BYTES.saturating_sub(
         decisions
@@ -277,7 +281,7 @@ fn inbox(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
         .filter(|e| e.run == run)
         .take(cap)
     {
-        let mut m = reads::message_by_id(conn, &e.message)?;
+        let mut m = views::message(&reads::message_by_id(conn, &e.message)?);
         m["delivered_at"] = json!(e.at);
         if !fits(&m) {
             break;
@@ -285,7 +289,8 @@ fn inbox(core: &Core, caller: &Caller, page: PageArgs) -> Result<Value, Code> {
         messages.push(m);
     }
     let left = cap.saturating_sub(messages.len());
-    for mut m in msgs::undelivered(conn, b, address, left)? {
+    for row in msgs::undelivered(conn, b, address, left)? {
+        let mut m = views::message(&row);
         m["delivered_at"] = Value::Null;
         if !fits(&m) {
             break;
@@ -332,8 +337,11 @@ pub fn open_for_roles_page(core: &Core, caller: &Caller, page: PageArgs) -> Resu
         }
     };
     let limit = page.limit.unwrap_or(DECISIONS_PAGE);
-    let found =
-        reads::open_for_roles(conn, b, after, i64::try_from(limit + 1).unwrap_or(i64::MAX))?;
+    let found: Vec<Value> =
+        reads::open_for_roles(conn, b, after, i64::try_from(limit + 1).unwrap_or(i64::MAX))?
+            .iter()
+            .map(views::decision_entry)
+            .collect();
     let (decisions, more) = fit(found, limit);
     if !more && !page.asked() {
         return Ok(Value::Array(decisions));
@@ -362,7 +370,10 @@ fn agents(core: &Core, caller: &Caller) -> Result<Value, Code> {
     for role in biz.roles.keys() {
         if crate::policy::threads::is_thread_instance(biz, role) {
             // No role claim: one row per held thread (decisions.md).
-            let mut rows = threads::held_claim_rows(conn, b, role)?;
+            let mut rows: Vec<Value> = threads::held_claim_rows(conn, b, role)?
+                .iter()
+                .map(|c| views::thread_claim(b, role, c))
+                .collect();
             let holders: HashSet<String> = rows
                 .iter()
                 .filter_map(|r| r["run"].as_str().map(str::to_string))
@@ -379,7 +390,9 @@ fn agents(core: &Core, caller: &Caller) -> Result<Value, Code> {
             continue;
         }
         let row = reads::latest_claim(conn, b, role)?;
-        let Some(mut row) = row else { continue };
+        let Some(mut row) = row.map(|c| views::claim_of(b, &c)) else {
+            continue;
+        };
         if row["op"] != json!("claim") {
             continue;
         }
@@ -441,7 +454,7 @@ fn agent_state(
     };
     row["state"] = json!(state);
     row["working"] = working;
-    row["inputNeeded"] = Value::Array(input_needed);
+    row["inputNeeded"] = input_needed.iter().map(views::input_needed).collect();
     row["stranded"] = Value::Array(stranded);
     Ok(())
 }
@@ -523,7 +536,8 @@ fn trail(core: &Core, caller: &Caller, subject: String, page: PageArgs) -> Resul
     let mut t = TrailRecords::default();
     t.extend(
         reads::trail_records(core.store.db(), b, &subject, window)?
-            .into_iter()
+            .iter()
+            .map(views::trail_record)
             .filter(|r| after.is_none_or(|a| r["at"].as_str().is_some_and(|at| at > a))),
     );
     let Value::Array(all) = t.finish() else {
@@ -571,7 +585,12 @@ fn replies(core: &Core, caller: &Caller, id: String) -> Result<Value, Code> {
         return Err(Code::MessageNotFound);
     }
     // Each row is the message row `trail` gives for the reply's id.
-    Ok(Value::Array(reads::replies(conn, b, &id, REPLIES)?))
+    Ok(Value::Array(
+        reads::replies(conn, b, &id, REPLIES)?
+            .iter()
+            .map(views::tagged_message)
+            .collect(),
+    ))
 }
 
 /// `messages {limit?, after?}`: the human's feed, newest first.
@@ -611,7 +630,10 @@ fn messages(core: &Core, caller: &Caller, args: Messages) -> Result<Value, Code>
             _ => return Err(Code::MessageNotFound),
         },
     };
-    let mut page = reads::human_feed(conn, b, before, limit + 1)?;
+    let mut page: Vec<Value> = reads::human_feed(conn, b, before, limit + 1)?
+        .iter()
+        .map(|(m, read)| views::human_message(m, *read))
+        .collect();
     let more = page.len() > usize::try_from(limit).unwrap_or(0);
     page.truncate(usize::try_from(limit).unwrap_or(0));
     let next = if more {

@@ -319,7 +319,7 @@ fn revoke_threads(
                     return Err(Code::DecisionMismatch);
                 }
                 let closed = dstore::closing_event(t.db(), decision)?;
-                let via_cli = closed["kind"] == json!("resolved") && closed["input"].is_string();
+                let via_cli = closed.is_some_and(|e| e.kind == "resolved" && e.input.is_some());
                 if d.closed_kind.as_deref() == Some("resolved") && !via_cli {
                     return Err(Code::RoleEndRefused);
                 }

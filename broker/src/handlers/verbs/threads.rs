@@ -247,12 +247,16 @@ impl ReadVerb for ThreadMessages {
             None => 0,
             Some(m) => store::place(conn, &th.id, m)?.ok_or(Code::MessageNotFound)?,
         };
-        let (messages, more) = store::messages(conn, &th.id, after, self.limit)?;
+        let (rows, more) = store::messages(conn, &th.id, after, self.limit)?;
         let next = if more {
-            messages.last().map(|m| m["id"].clone())
+            rows.last().map(|m| m.id.clone())
         } else {
             None
         };
+        let messages: Vec<Value> = rows
+            .iter()
+            .map(|m| crate::handlers::views::thread_message(m, &th.id))
+            .collect();
         Ok(json!({"messages": messages, "next": next}))
     }
 }
@@ -263,7 +267,12 @@ pub fn threads_state(core: &Core, business: &str) -> Result<Value, Code> {
     if !core.config.businesses.contains_key(business) {
         return Err(Code::UnknownBusiness);
     }
-    Ok(Value::Array(store::state(core.store.db(), business)?))
+    Ok(Value::Array(
+        store::state(core.store.db(), business)?
+            .iter()
+            .map(crate::handlers::views::thread_state)
+            .collect(),
+    ))
 }
 
 /// `threadIdle({business, thread, run})`: the launcher's idle stop. In
