@@ -1,6 +1,6 @@
 //! The connection flood both daemons' flood tests hold open (`bus.sock` in
 //! `tests/tests/flood.rs`, the lease socket in
-//! `proofd/leased/tests/leased_daemon.rs`, which takes this file in with
+//! `proofd/leased/tests/floods.rs`, which takes this file in with
 //! `#[path]` so that `mosaic-leased` links nothing of the bus's): std, libc
 //! and `mosaic-os` only.
 

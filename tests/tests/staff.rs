@@ -201,7 +201,7 @@ fn the_pm_asks_the_chief_of_staff_for_staff() {
 /// One reading of an instance's definition (issue 30): an instance with no
 /// `definition` stands for the definition its key names, for every rule.
 /// A definition-less `pm` gets the spec notices and may BLOCK (as
-/// `project_records.rs` shows), so it asks for staff as a pm too; and a
+/// the project-records tests show), so it asks for staff as a pm too; and a
 /// definition-less instance keyed `chief-of-staff` is the chief of staff
 /// a staff request goes to. A definition-less key that names no such
 /// definition is neither.

@@ -1,4 +1,4 @@
-//! Shared setup of `project_records.rs`, `records_hostile.rs` and `spec_editor.rs`: the world (a broker, its roles, a records repository), Git helpers, pauses.
+//! Shared setup of `spec_reads.rs`, `cited_raises.rs`, `record_writes.rs`, `records_hostile.rs` and `spec_editor.rs`: the world (a broker, its roles, a records repository), Git helpers, pauses.
 #![allow(dead_code)]
 
 use mosaic_tests::*;

@@ -1,4 +1,4 @@
-//! Shared setup of `threads.rs` and `thread_ends.rs`.
+//! Shared setup of `threads.rs`, `thread_bindings.rs` and `thread_ends.rs`.
 #![allow(dead_code)]
 
 use mosaic_tests::*;
