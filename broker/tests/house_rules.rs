@@ -799,7 +799,8 @@ fn closure(graph: &std::collections::HashMap<String, Vec<String>>, name: &str) -
 
 /// The crates' link boundaries (`docs/architecture.md`, "Crates"): the wire
 /// vocabulary is std only; the client and the shims link neither SQLite nor
-/// tokio.
+/// tokio; the proof helper links no store and no runtime; the OS layer
+/// links none of the bus's crates.
 #[test]
 fn crates_link_only_what_their_users_may() {
     let graph = lock_graph();
@@ -809,6 +810,8 @@ fn crates_link_only_what_their_users_may() {
         "mosaic-shims",
         "mosaic-bus",
         "mosaic-leased",
+        "mosaic-proofd",
+        "mosaic-os",
     ] {
         assert!(graph.contains_key(pkg), "Cargo.lock has no {pkg}");
     }
@@ -832,6 +835,26 @@ fn crates_link_only_what_their_users_may() {
         assert!(
             !leased.iter().any(|p| p == banned),
             "mosaic-leased pulls in {banned}"
+        );
+    }
+    // The proof helper reads /proc and answers on a pipe: no store, no
+    // async runtime, no broker.
+    let proofd = closure(&graph, "mosaic-proofd");
+    for banned in ["mosaic-bus", "rusqlite", "libsqlite3-sys", "tokio"] {
+        assert!(
+            !proofd.iter().any(|p| p == banned),
+            "mosaic-proofd pulls in {banned}: {proofd:?}"
+        );
+    }
+    // The operating-system layer knows nothing of the bus: not its wire,
+    // its store, its runtime or any of its crates.
+    let os = closure(&graph, "mosaic-os");
+    assert!(!os.is_empty(), "mosaic-os has dependencies to check");
+    for p in &os {
+        assert!(
+            !p.starts_with("mosaic-")
+                && !["rusqlite", "libsqlite3-sys", "tokio", "serde_json"].contains(&p.as_str()),
+            "mosaic-os pulls in {p}: {os:?}"
         );
     }
     // The check can fail: the broker does pull both in.
