@@ -141,7 +141,7 @@ pub struct Core {
     pub requirements: Option<Value>,
     /// The organization file and the harness levels read at start, when
     /// the boot names one (else every harness name binds: no `harnessOn`).
-    pub organization: Option<crate::organization::OrgFile>,
+    pub organization: Option<crate::orgfile::OrgFile>,
     /// Called with the (pid, start time) of every bound run after each change.
     pub on_launches: Option<LaunchSink>,
     /// Open landings, by ticket id, from `checkLand` until `recordLand` or

@@ -29,7 +29,7 @@ pub mod host;
 pub mod ids;
 
 pub mod git;
-pub mod organization;
+pub mod orgfile;
 pub mod policy;
 pub mod proof;
 pub mod runtime;

@@ -95,7 +95,7 @@ fn start_locked(
         None => None,
     };
     let organization = match &config.organization {
-        Some(p) => Some(crate::organization::OrgFile::load(p)?.0),
+        Some(p) => Some(crate::orgfile::OrgFile::load(p)?.0),
         None => None,
     };
     let credentials = Arc::new(crate::credentials::Credentials::load(&config)?);

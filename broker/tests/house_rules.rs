@@ -1632,7 +1632,7 @@ fn read_verbs_get_a_shared_core() {
 /// What a staged verb's slow part runs knows nothing of the store or the
 /// writer (issue 32): `git/` (the records' Git) and `transcripts/` import
 /// only `budget` and `error` (and their own folder); the organization file
-/// (`organization.rs`) also its shape in `config`; `budget.rs` only
+/// (`orgfile.rs`) also its shape in `config`; `budget.rs` only
 /// `error`. So a slow part can't take the store's connection or a `Core`
 /// off the writer.
 #[test]
@@ -1642,7 +1642,7 @@ fn the_slow_parts_know_nothing_of_the_store_or_the_writer() {
     let may: &[(&str, &[&str])] = &[
         ("git", &["budget", "error"]),
         ("transcripts", &["budget", "error"]),
-        ("organization", &["budget", "error", "config"]),
+        ("orgfile", &["budget", "error", "config"]),
         ("budget", &["error"]),
     ];
     let mut found = Vec::new();
@@ -1713,7 +1713,7 @@ const LADDER: &[&[&str]] = &[
         "policy",
         "git",
         "transcripts",
-        "organization",
+        "orgfile",
         "budget",
         "credentials",
         "tokens",

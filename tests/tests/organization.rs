@@ -515,7 +515,7 @@ fn organization_writer_child() {
     let (a, b) = crash_contents();
     for i in 0u64.. {
         let org = if i % 2 == 0 { &a } else { &b };
-        mosaic_bus::organization::write(&path, org).expect("write");
+        mosaic_bus::orgfile::write(&path, org).expect("write");
     }
 }
 
@@ -543,7 +543,7 @@ fn a_writer_killed_mid_write_leaves_the_old_or_the_new_file() {
     let dir = data_root();
     let path = org_path(dir.path());
     let (a, b) = crash_contents();
-    mosaic_bus::organization::write(&path, &a).expect("first write");
+    mosaic_bus::orgfile::write(&path, &a).expect("first write");
     let exe = std::env::current_exe().expect("exe");
     let mut seen = [0u32; 2];
     for round in 0..60u64 {
@@ -580,8 +580,8 @@ fn a_writer_killed_mid_write_leaves_the_old_or_the_new_file() {
     // The writer ran (both contents were seen after kills), the file was
     // one of the two each time, and the next write goes through whatever
     // temp file a kill left.
-    mosaic_bus::organization::write(&path, &a).expect("write after the kills");
-    assert_eq!(mosaic_bus::organization::read(&path), Ok(a));
+    mosaic_bus::orgfile::write(&path, &a).expect("write after the kills");
+    assert_eq!(mosaic_bus::orgfile::read(&path), Ok(a));
     assert!(
         seen.iter().all(|n| *n >= 2),
         "old/new after the kills: {seen:?}"

@@ -13,7 +13,7 @@
 //!
 //! The shapes the spec leaves open are chosen in docs/decisions.md. This
 //! module only parses, checks and prints; reading and replacing the file is
-//! `crate::organization`.
+//! `crate::orgfile`.
 
 use super::is_id;
 use crate::error::Code;

@@ -9,7 +9,7 @@
 //! written, apply the change to a copy of the part, run the shape and route
 //! checks, then write the receipt (`organization.changed`, with the actor)
 //! in the store and hand back a [`FileStep`]: the file's replacement
-//! (`crate::organization::write`), which the server runs off the writer
+//! (`crate::orgfile::write`), which the server runs off the writer
 //! thread once the receipt's COMMIT is durable, one organization write at a
 //! time (the file step of one write ends before the next reads the file). A
 //! refusal before the receipt leaves the file and the store as they were; a
@@ -26,7 +26,7 @@ use crate::error::Code;
 use crate::handlers::fields::Fields;
 use crate::handlers::handler::{ReadVerb, StagedVerb};
 use crate::handlers::staged::{Slow, Staged};
-use crate::organization::OrgFile;
+use crate::orgfile::OrgFile;
 use crate::policy::routing::definition_of;
 use crate::store::evidence::{self, Actor};
 use serde_json::{json, Map, Value};
@@ -137,7 +137,7 @@ impl FileStep {
             verb,
             revision,
         } = self;
-        match crate::organization::write(&path, &next) {
+        match crate::orgfile::write(&path, &next) {
             Ok(()) => {
                 tracing::info!(%business, verb, revision, "organization changed");
                 Ok(reply)
