@@ -111,7 +111,7 @@ pub fn parse_date(s: &str) -> Option<i64> {
     if s.len() != 10 {
         return None;
     }
-    let ms = crate::store::clock::parse_canonical(&format!("{s}T00:00:00.000Z"))?;
+    let ms = crate::time::parse_canonical(&format!("{s}T00:00:00.000Z"))?;
     Some(ms.div_euclid(86_400_000))
 }
 

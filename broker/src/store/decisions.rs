@@ -297,7 +297,7 @@ pub fn launch_latest(conn: &Db, business: &str) -> Result<Option<(String, String
     conn.prepare_cached(concat!(
         "SELECT kind, id, at FROM events WHERE business = ?1
          AND kind IN ('launch.revoked', 'launch.restored') AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         " ORDER BY seq DESC LIMIT 1"
     ))
     .and_then(|mut s| {

@@ -160,7 +160,7 @@ pub fn session_of(conn: &Db, business: &str, run: &str) -> Result<(Option<Value>
         .prepare_cached(concat!(
             "SELECT kind, body FROM events WHERE business = ?1 AND run = ?2
              AND kind IN ('session.launched', 'session.ended') AND ",
-            crate::not_a_send!(),
+            crate::store::not_a_send!(),
             " ORDER BY seq"
         ))
         .map_err(|e| map_sql_error(&e))?;

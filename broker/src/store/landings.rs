@@ -27,7 +27,7 @@ pub fn latest_verdict(conn: &Db, business: &str, task_ref: &str) -> Result<Optio
     conn.prepare_cached(concat!(
         "SELECT id, json_extract(body, '$.verdict'), json_extract(body, '$.commit')
          FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'review.verdict' AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         " ORDER BY seq DESC LIMIT 1"
     ))
     .and_then(|mut s| {

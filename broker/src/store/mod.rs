@@ -42,14 +42,16 @@ use std::path::Path;
 /// index only for a query whose `WHERE` has its condition as a term, so
 /// every read of `events` by subject, run or kind ANDs this in, as text;
 /// `schema.sql` has the same text (`store::schema` tests that). A macro, so
-/// that `concat!` can put it into a statement's literal.
-#[macro_export]
+/// that `concat!` can put it into a statement's literal; the store's own
+/// (`crate::store::not_a_send!`), not exported at the crate's root.
 macro_rules! not_a_send {
     () => {
         "(kind <> 'action.allowed' OR body < '{\"action\":\"message.send\",' \
          OR body >= '{\"action\":\"message.send\"-')"
     };
 }
+
+pub(crate) use not_a_send;
 
 /// [`not_a_send!`] as a constant, for `format!`.
 pub const NOT_A_SEND: &str = not_a_send!();
@@ -420,7 +422,7 @@ impl Store {
     }
 
     /// Opens the batch transaction the writer thread runs a group of requests
-    /// in. Callers go through [`crate::core::Core::begin_batch`], which also
+    /// in. Callers go through `Core::begin_batch` (the writer's state), which also
     /// keeps what the batch changes in memory.
     pub(crate) fn begin_batch(&mut self) -> Result<(), Code> {
         run_cached(&self.conn, "BEGIN IMMEDIATE").map_err(storage)?;

@@ -220,7 +220,7 @@ pub fn trail_records(
         "id = ?2 AND business = ?1",
         concat!(
             "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended') AND ",
-            crate::not_a_send!()
+            crate::store::not_a_send!()
         ),
     ] {
         let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE {filter}");
@@ -518,7 +518,7 @@ pub fn latest_event_of_kind(
 ) -> Result<Option<(i64, String, String, String)>, Code> {
     conn.prepare_cached(concat!(
         "SELECT seq, id, kind, at FROM events WHERE business = ?1 AND kind = ?2 AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         " ORDER BY seq DESC LIMIT 1"
     ))
     .and_then(|mut s| {
@@ -597,7 +597,7 @@ pub fn task_created_requirements(conn: &Db, b: &str) -> Result<Vec<TaskRequireme
         .prepare_cached(concat!(
             "SELECT subject, json_extract(body, '$.requirement') FROM events
              WHERE business = ?1 AND kind = 'task.created' AND ",
-            crate::not_a_send!(),
+            crate::store::not_a_send!(),
             " ORDER BY seq"
         ))
         .map_err(sql_err)?;

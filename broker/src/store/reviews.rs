@@ -35,7 +35,7 @@ pub fn latest_push(conn: &Db, business: &str, task_ref: &str) -> Result<Option<P
          FROM events WHERE business = ?1 AND subject = ?2 AND kind = 'action.allowed'
            AND json_extract(body, '$.action') = 'git.push.working'
            AND json_extract(body, '$.commit') IS NOT NULL AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         " ORDER BY seq DESC LIMIT 1"
     ))
     .and_then(|mut s| {
@@ -59,7 +59,7 @@ pub fn was_pushed(conn: &Db, business: &str, task_ref: &str, commit: &str) -> Re
            AND kind = 'action.allowed'
            AND json_extract(body, '$.action') = 'git.push.working'
            AND json_extract(body, '$.commit') = ?3 AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         ")"
     ))
     .and_then(|mut s| s.query_row(params![business, task_ref, commit], |r| r.get(0)))
@@ -135,7 +135,7 @@ pub fn has_verdict(conn: &Db, business: &str, request: &str) -> Result<bool, Cod
     conn.prepare_cached(concat!(
         "SELECT EXISTS (SELECT 1 FROM events WHERE business = ?1 AND kind = 'review.verdict'
            AND json_extract(body, '$.request') = ?2 AND ",
-        crate::not_a_send!(),
+        crate::store::not_a_send!(),
         ")"
     ))
     .and_then(|mut s| s.query_row(params![business, request], |r| r.get(0)))
