@@ -100,10 +100,6 @@ impl Db {
         self.0.last_insert_rowid()
     }
 
-    fn total_changes(&self) -> u64 {
-        self.0.total_changes()
-    }
-
     fn pragma_update<V: rusqlite::ToSql>(
         &self,
         schema: Option<rusqlite::DatabaseName<'_>>,
@@ -846,7 +842,7 @@ impl CommitFault {
 
     fn at_begin(&mut self, conn: &Db) {
         if self.flag.is_some() {
-            self.changes_at_begin = conn.total_changes();
+            self.changes_at_begin = conn.0.total_changes();
         }
     }
 
@@ -854,7 +850,7 @@ impl CommitFault {
     /// COMMIT; the file is taken away, so only that one does.
     fn before_commit(&mut self, conn: &Db) {
         let Some(flag) = &self.flag else { return };
-        if conn.total_changes() != self.changes_at_begin && std::fs::remove_file(flag).is_ok() {
+        if conn.0.total_changes() != self.changes_at_begin && std::fs::remove_file(flag).is_ok() {
             self.arm(conn);
         }
     }
