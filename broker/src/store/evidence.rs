@@ -6,6 +6,7 @@ use crate::error::Code;
 use crate::ids;
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// Who acted: the role and run recorded on an event (`human`/`human-cli` for the CLI).
 #[derive(Debug, Clone, Copy)]
@@ -115,13 +116,105 @@ pub fn insert_claim(t: &mut Tx<'_>, business: &str, c: &ClaimRow<'_>) -> Result<
     )
     .and_then(|mut st| st.execute(params![business, role, run, op, decision, by, at, reason]))
     .map_err(|e| map_sql_error(&e))?;
+    t.claims.push(HolderOp {
+        business: business.to_string(),
+        role: role.to_string(),
+        run: (op == "claim").then(|| run.to_string()),
+    });
     Ok(Written {
         id: t.tx.last_insert_rowid().to_string(),
         at,
     })
 }
 
-/// The run holding `(business, role)`, if any.
+/// Who holds each role now, kept in memory beside the store: for each
+/// `(business, role)` the run of its latest `role_claims` row when that
+/// row is a claim. Loaded at open; a verb's claim rows change it when the
+/// verb's changes are kept ([`Tx`] gathers them as [`HolderOp`]s), and a
+/// batch whose COMMIT fails has it loaded again, as the unread index is.
+/// The same answer as [`holder`] at every point a verb can see
+/// (`broker/tests/holders.rs`), without a lookup in SQLite.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Holders(HashMap<String, HashMap<String, String>>);
+
+/// One claim row's effect on [`Holders`]: `run` is who holds `role` after
+/// it (none after a release or a revoke).
+#[derive(Debug, Clone)]
+pub struct HolderOp {
+    business: String,
+    role: String,
+    run: Option<String>,
+}
+
+impl Holders {
+    /// Every role's holder, from the latest claim row of each role.
+    pub fn load(conn: &Db) -> Result<Holders, Code> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT c.business, c.role, c.op, c.run FROM role_claims c
+                 WHERE c.seq = (SELECT max(seq) FROM role_claims d
+                                WHERE d.business = c.business AND d.role = c.role)",
+            )
+            .map_err(|e| map_sql_error(&e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| map_sql_error(&e))?;
+        let mut h = Holders::default();
+        for row in rows {
+            let (business, role, op, run) = row.map_err(|e| map_sql_error(&e))?;
+            if op == "claim" {
+                h.0.entry(business).or_default().insert(role, run);
+            }
+        }
+        Ok(h)
+    }
+
+    /// The run holding `(business, role)`, if any.
+    pub fn get(&self, business: &str, role: &str) -> Option<&str> {
+        self.0
+            .get(business)
+            .and_then(|roles| roles.get(role))
+            .map(String::as_str)
+    }
+
+    /// Takes in a kept claim row.
+    pub(super) fn apply(&mut self, op: HolderOp) {
+        let roles = self.0.entry(op.business).or_default();
+        match op.run {
+            Some(run) => {
+                roles.insert(op.role, run);
+            }
+            None => {
+                roles.remove(&op.role);
+            }
+        }
+    }
+}
+
+/// The run holding `(business, role)` by the verb's own transaction: its
+/// claim rows so far, else the kept ones ([`Holders`]).
+pub(super) fn holder_in(t: &Tx<'_>, business: &str, role: &str) -> Option<String> {
+    match t
+        .claims
+        .iter()
+        .rev()
+        .find(|op| op.business == business && op.role == role)
+    {
+        Some(op) => op.run.clone(),
+        None => t.holders.get(business, role).map(str::to_string),
+    }
+}
+
+/// The run holding `(business, role)`, if any, read from the store (what
+/// [`Holders`] keeps in memory; a read outside a verb's transaction uses
+/// this).
 pub fn holder(tx: &Db, business: &str, role: &str) -> Result<Option<String>, Code> {
     tx.prepare_cached(
         "SELECT op, run FROM role_claims WHERE business = ?1 AND role = ?2 ORDER BY seq DESC LIMIT 1",

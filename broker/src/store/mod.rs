@@ -157,6 +157,8 @@ pub struct Store {
     pub tokens: crate::tokens::KnownTokens,
     /// Delivered messages without a read receipt (see [`messages::Unread`]).
     pub unread: messages::Unread,
+    /// Who holds each role now (see [`evidence::Holders`]).
+    holders: evidence::Holders,
     /// Debug builds: the tests' way to make a COMMIT fail ([`CommitFault`]).
     fault: CommitFault,
 }
@@ -240,6 +242,10 @@ pub struct Tx<'a> {
     pub tokens: &'a crate::tokens::KnownTokens,
     /// Unread-index changes, applied when the transaction commits.
     pub unread: Vec<messages::UnreadOp>,
+    /// The holders kept so far (the verbs before this one).
+    holders: &'a evidence::Holders,
+    /// This verb's claim rows, applied to the holders when it is kept.
+    claims: Vec<evidence::HolderOp>,
 }
 
 impl Tx<'_> {
@@ -247,6 +253,22 @@ impl Tx<'_> {
     /// verb's own writes so far).
     pub fn db(&self) -> &Db {
         &self.tx
+    }
+
+    /// The run holding `(business, role)` now, as this verb sees it (its
+    /// own claim rows included), from memory ([`evidence::Holders`]).
+    pub fn holder(&self, business: &str, role: &str) -> Option<String> {
+        evidence::holder_in(self, business, role)
+    }
+
+    /// True when `run` holds `role` now: the role's claim, or (a run of a
+    /// thread instance) a thread's; as [`evidence::holds`], the role's
+    /// holder from memory.
+    pub fn holds(&self, business: &str, role: &str, run: &str) -> Result<bool, Code> {
+        if self.holder(business, role).as_deref() == Some(run) {
+            return Ok(true);
+        }
+        Ok(threads::held_by(self.db(), business, run)?.is_some())
     }
 
     /// The next broker timestamp.
@@ -333,6 +355,7 @@ impl Store {
         })?;
         ensure_store_id(&conn)?;
         let unread = messages::Unread::load(&conn)?;
+        let holders = evidence::Holders::load(&conn)?;
         let fault = CommitFault::from_env(&conn);
         Ok(Store {
             conn,
@@ -342,6 +365,7 @@ impl Store {
             batch_fresh: false,
             tokens: crate::tokens::KnownTokens::default(),
             unread,
+            holders,
             fault,
         })
     }
@@ -363,27 +387,44 @@ impl Store {
         } else {
             Sp::open(&self.conn).map_err(storage)?
         };
-        let mut t = Tx {
-            tx: sp,
-            clock: &mut self.clock,
-            tokens: &self.tokens,
-            unread: Vec::new(),
+        // The verb runs in a block of its own, so that nothing of its `Tx`
+        // (which borrows the holders) is left when its changes are taken in.
+        let kept = {
+            let mut t = Tx {
+                tx: sp,
+                clock: &mut self.clock,
+                tokens: &self.tokens,
+                unread: Vec::new(),
+                holders: &self.holders,
+                claims: Vec::new(),
+            };
+            match f(&mut t) {
+                Ok(v) => {
+                    let Tx {
+                        tx, unread, claims, ..
+                    } = t;
+                    tx.release().map_err(storage)?;
+                    Ok((v, unread, claims))
+                }
+                // Dropping the savepoint (at the block's end) rolls it back.
+                Err(code) => Err(code),
+            }
         };
-        match f(&mut t) {
-            Ok(v) => {
-                let Tx { tx, unread, .. } = t;
-                tx.release().map_err(storage)?;
+        match kept {
+            Ok((v, unread, claims)) => {
                 self.batch_fresh = false;
                 for op in unread {
                     self.unread.apply(op);
                 }
+                for op in claims {
+                    self.holders.apply(op);
+                }
                 Ok(v)
             }
-            // Dropping the savepoint rolls it back; a bare verb is undone
-            // with the whole (otherwise empty) batch transaction. Timestamps
-            // it took are not reused: the clock only moves forward.
+            // A bare verb is undone with the whole (otherwise empty) batch
+            // transaction. Timestamps it took are not reused: the clock
+            // only moves forward.
             Err(code) => {
-                drop(t);
                 if bare {
                     self.restart_batch();
                 }
@@ -446,19 +487,25 @@ impl Store {
                 let _ = run_cached(&self.conn, "ROLLBACK");
                 // The batch's requests updated the unread index as each one
                 // was kept; none of them is in the store now.
-                self.reload_unread();
+                self.reload_indexes();
                 Err(storage(e))
             }
         }
     }
 
-    /// Rebuilds the unread index from the store, after a batch whose
+    /// Rebuilds the unread index and the holders from the store, after a batch whose
     /// changes it had taken in was rolled back.
-    fn reload_unread(&mut self) {
+    fn reload_indexes(&mut self) {
         match messages::Unread::load(&self.conn) {
             Ok(u) => self.unread = u,
             Err(code) => {
                 tracing::error!(code = code.as_str(), "cannot rebuild the unread index");
+            }
+        }
+        match evidence::Holders::load(&self.conn) {
+            Ok(h) => self.holders = h,
+            Err(code) => {
+                tracing::error!(code = code.as_str(), "cannot rebuild the holders");
             }
         }
     }

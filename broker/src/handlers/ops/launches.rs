@@ -220,7 +220,7 @@ impl EndLaunch {
                     held
                 }
                 None => {
-                    let held = evidence::holder(t.db(), business, &role)?.as_deref() == Some(run);
+                    let held = t.holder(business, &role).as_deref() == Some(run);
                     if held {
                         evidence::insert_claim(t, business, &ClaimRow::own(&role, run, "release"))?;
                     }

@@ -264,9 +264,7 @@ impl Raise {
         let config = core.config.clone();
         let business = config.business(business_id)?;
         self.checked_route(core, business, (role, run))?;
-        let held = core
-            .store
-            .write(|t| evidence::holds(t.db(), business_id, role, run))?;
+        let held = core.store.write(|t| t.holds(business_id, role, run))?;
         if !held {
             return Err(Code::NotHolder);
         }
@@ -357,7 +355,7 @@ impl Raise {
         class: Class,
         routed_to: &str,
     ) -> Result<Value, Code> {
-        if !evidence::holds(t.db(), business_id, role, run)? {
+        if !t.holds(business_id, role, run)? {
             return Err(Code::NotHolder);
         }
         if self.action == "role.launch" {
@@ -370,7 +368,7 @@ impl Raise {
             supersede(t, business_id, (role, run), old)?;
         }
         let target_holder = match (self.action.as_str(), self.target.as_deref()) {
-            ("role.revoke", Some(tg)) => evidence::holder(t.db(), business_id, tg)?,
+            ("role.revoke", Some(tg)) => t.holder(business_id, tg),
             _ => None,
         };
         let options_json = Value::Array(
@@ -497,7 +495,7 @@ fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), C
     match who {
         Closer::Human => Ok(()),
         Closer::Role { role, run } if *role == d.routed_to => {
-            if !evidence::holds(t.db(), &d.business, role, run)? {
+            if !t.holds(&d.business, role, run)? {
                 return Err(Code::NotHolder);
             }
             Ok(())
@@ -698,7 +696,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
             if *role != d.raised_by_role {
                 return Err(Code::NotRaiser);
             }
-            if !evidence::holds(t.db(), &business.id, role, run)? {
+            if !t.holds(&business.id, role, run)? {
                 return Err(Code::NotHolder);
             }
         }

@@ -45,7 +45,7 @@ fn emit(core: &mut Core, caller: &Caller, args: Emit) -> Result<Value, Code> {
         stored["target"] = json!(t);
     }
     core.store.write(|t| {
-        if !evidence::holds(t.db(), business, role, run)? {
+        if !t.holds(business, role, run)? {
             return Err(Code::NotHolder);
         }
         let w = evidence::insert_event(

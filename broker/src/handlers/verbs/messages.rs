@@ -351,7 +351,7 @@ impl Send {
                 if to == TESTER && reply_from != Some(TESTER) {
                     return Err(Code::TesterReplyRequired);
                 }
-                if !evidence::holds(t.db(), b, role, run)? {
+                if !t.holds(b, role, run)? {
                     return Err(Code::NotHolder);
                 }
                 let allowed = self.authorize(t, biz, role, run, id)?;
@@ -518,11 +518,11 @@ fn tell_waiting(
     id: &str,
 ) -> Result<Option<Value>, Code> {
     let b = biz.id.as_str();
-    if evidence::holder(t.db(), b, to)?.is_some() {
+    if t.holder(b, to).is_some() {
         return Ok(None);
     }
     let launcher_running = match &biz.launch {
-        Some(l) => evidence::holder(t.db(), b, &l.by)?.is_some(),
+        Some(l) => t.holder(b, &l.by).is_some(),
         None => false,
     };
     let w = routing::waiting(biz, to, sender, launcher_running);

@@ -65,7 +65,7 @@ impl Verb for NameSet {
         let business = biz.id.clone();
         core.store.write(|t| {
             if let Caller::Role { .. } = caller {
-                if !evidence::holds(t.db(), &business, role, run)? {
+                if !t.holds(&business, role, run)? {
                     return Err(Code::NotHolder);
                 }
             }

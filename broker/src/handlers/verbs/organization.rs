@@ -216,7 +216,7 @@ fn prepare_change(
     let body = json!({"operation": verb, "revision": next_revision, "keys": keys,
                       "actor": w.actor, "restart": restart});
     core.store.write(|t| {
-        if w.holder && !evidence::holds(t.db(), &business, w.role, w.run)? {
+        if w.holder && !t.holds(&business, w.role, w.run)? {
             return Err(Code::NotHolder);
         }
         evidence::insert_event(

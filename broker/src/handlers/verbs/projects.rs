@@ -184,9 +184,7 @@ pub fn spec_read(core: &mut Core, caller: &Caller, mut args: Fields) -> Result<P
         return Err(Code::InvalidRequest);
     }
     let (business, role, run) = role_session(caller)?;
-    let held = core
-        .store
-        .write(|t| evidence::holds(t.db(), business, role, run))?;
+    let held = core.store.write(|t| t.holds(business, role, run))?;
     if !held {
         return Err(Code::NotHolder);
     }

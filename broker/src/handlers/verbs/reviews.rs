@@ -107,7 +107,7 @@ fn request(core: &mut Core, caller: &Caller, args: Request) -> Result<Value, Cod
             }
             _ => return Err(Code::UnknownCommit),
         };
-        let held = evidence::holder(t.db(), b, &to)?;
+        let held = t.holder(b, &to);
         let message = ids::uuid();
         let event = evidence::insert_event(
             t,

@@ -43,7 +43,7 @@ fn claim(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
             return Err(Code::RunRevoked);
         }
         // One holder at a time, the claiming run included: a second claim is refused.
-        if evidence::holder(t.db(), business, role)?.is_some() {
+        if t.holder(business, role).is_some() {
             return Err(Code::RoleHeld);
         }
         let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "claim"))?;
@@ -110,7 +110,7 @@ fn release(core: &mut Core, caller: &Caller) -> Result<Value, Code> {
         });
     }
     core.store.write(|t| {
-        if evidence::holder(t.db(), business, role)?.as_deref() != Some(run) {
+        if t.holder(business, role).as_deref() != Some(run) {
             return Err(Code::NotHolder);
         }
         let w = evidence::insert_claim(t, business, &ClaimRow::own(role, run, "release"))?;
@@ -218,7 +218,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         // `decision-consumed` here as on every other path (L157), even once
         // its target is no longer held or held by another run.
         approval_stands(t, business, (role, run), &target, &decision)?;
-        let current = evidence::holder(t.db(), business_id, &target)?.ok_or(Code::NotHeld)?;
+        let current = t.holder(business_id, &target).ok_or(Code::NotHeld)?;
         // The approval names one holder incarnation: another run now
         // holding the target is a different revoke.
         if d.target_holder.as_deref() != Some(current.as_str()) {
@@ -253,7 +253,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
 /// (3i L68, L237: a run whose role was released or revoked ends nobody,
 /// though its capability is still bound): `not-holder`.
 fn must_hold(t: &Tx<'_>, business: &str, (role, run): (&str, &str)) -> Result<(), Code> {
-    if evidence::holds(t.db(), business, role, run)? {
+    if t.holds(business, role, run)? {
         Ok(())
     } else {
         Err(Code::NotHolder)
@@ -315,7 +315,7 @@ fn revoke_threads(
         let (decision, reason) = match grounds {
             Grounds::Decision(decision) => {
                 let d = dstore::load(t.db(), b, decision)?.ok_or(Code::DecisionNotFound)?;
-                if d.target_holder.is_some() || evidence::holder(t.db(), b, target)?.is_some() {
+                if d.target_holder.is_some() || t.holder(b, target).is_some() {
                     return Err(Code::DecisionMismatch);
                 }
                 let closed = dstore::closing_event(t.db(), decision)?;
@@ -379,7 +379,7 @@ fn end_with_reason(
 ) -> Result<Value, Code> {
     core.store.write(|t| {
         must_hold(t, &business.id, (role, run))?;
-        let current = evidence::holder(t.db(), &business.id, target)?.ok_or(Code::NotHeld)?;
+        let current = t.holder(&business.id, target).ok_or(Code::NotHeld)?;
         if current == run {
             return Err(Code::RoleEndRefused);
         }

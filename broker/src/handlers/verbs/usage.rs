@@ -18,7 +18,6 @@ use crate::handlers::fields::Fields;
 use crate::handlers::handler::role_session;
 use crate::handlers::staged::{Prepared, Slow, Staged};
 use crate::policy::usage::exact;
-use crate::store::evidence;
 use crate::store::messages as msgs;
 use crate::store::usage::{self as records, Kind, NewReading, NewUsageRecord, UsageRecord};
 use crate::store::Tx;
@@ -159,7 +158,7 @@ fn prepare(core: &mut Core, caller: &Caller, phase: Phase, mut args: Fields) -> 
 /// The caller holds its role, and `turn` is a message of its business to
 /// its role, delivered to this run (`message.read`'s codes).
 fn check_turn(tx: &mut Tx<'_>, t: &Turn) -> Result<(), Code> {
-    if !evidence::holds(tx.db(), &t.business, &t.role, &t.run)? {
+    if !tx.holds(&t.business, &t.role, &t.run)? {
         return Err(Code::NotHolder);
     }
     let f = msgs::message_facts(tx.db(), &t.business, &t.turn)?.ok_or(Code::MessageNotFound)?;
@@ -177,7 +176,7 @@ fn check_turn(tx: &mut Tx<'_>, t: &Turn) -> Result<(), Code> {
 /// first: then that record is the answer) and returns the reply.
 fn record(core: &mut Core, t: Turn, found: Result<Found, Code>) -> Result<Value, Code> {
     let written = core.store.write(|tx| {
-        if !evidence::holds(tx.db(), &t.business, &t.role, &t.run)? {
+        if !tx.holds(&t.business, &t.role, &t.run)? {
             return Err(Code::NotHolder);
         }
         // A begin answers its baseline, else an outcome settled without
