@@ -140,7 +140,7 @@ pub struct Holders(HashMap<String, HashMap<String, String>>);
 /// One claim row's effect on [`Holders`]: `run` is who holds `role` after
 /// it (none after a release or a revoke).
 #[derive(Debug, Clone)]
-pub struct HolderOp {
+pub(super) struct HolderOp {
     business: String,
     role: String,
     run: Option<String>,
@@ -148,7 +148,7 @@ pub struct HolderOp {
 
 impl Holders {
     /// Every role's holder, from the latest claim row of each role.
-    pub fn load(conn: &Db) -> Result<Holders, Code> {
+    pub(super) fn load(conn: &Db) -> Result<Holders, Code> {
         let mut stmt = conn
             .prepare(
                 "SELECT c.business, c.role, c.op, c.run FROM role_claims c
