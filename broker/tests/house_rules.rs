@@ -139,6 +139,34 @@ fn every_message_is_written_through_one_path() {
     assert_eq!(ours.len(), 2, "post's two calls: {ours:#?}");
 }
 
+/// Claim rows have one writer, `store::evidence::insert_claim`, which tells
+/// the holders kept in memory (`evidence::Holders`) of every row it writes:
+/// a second `INSERT INTO role_claims` would leave them behind the store.
+#[test]
+fn claim_rows_have_one_writer() {
+    let src = root().join("broker/src");
+    let mut writers = Vec::new();
+    for f in rust_files(&src) {
+        let text = fs::read_to_string(&f).expect("read");
+        for (line, s) in &lex(&text).strings {
+            let squeezed: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+            if squeezed.contains("INSERT INTO role_claims") {
+                writers.push(format!("{}:{line}", f.display()));
+            }
+        }
+    }
+    assert_eq!(writers.len(), 1, "{writers:#?}");
+    assert!(
+        writers[0].contains("store/evidence.rs"),
+        "the one writer is store/evidence.rs: {writers:#?}"
+    );
+    let evidence = fs::read_to_string(src.join("store/evidence.rs")).expect("evidence");
+    assert!(
+        lex(&evidence).code.contains("t.claims.push(HolderOp"),
+        "insert_claim tells the holders of its row"
+    );
+}
+
 /// The docs name only source files that exist (issue 30: docs/decisions.md
 /// named `host/pushes.rs` long after it moved to `ops/pushes.rs`). Every
 /// backticked `path.rs` in the README and `docs/` is a file of the
