@@ -181,6 +181,8 @@ fn a_peer_outside_the_daemons_pid_namespace_is_unidentified() {
 /// when it registers and on the walk of an existing session. Needs root (to
 /// mount procfs and change user).
 #[test]
+// Ignored because it needs root: a plain `cargo test` lists it as skipped; the README's
+// command (`--run-ignored all`) runs it, and without root `require_root` fails it.
 #[ignore = "needs root"]
 fn a_peer_whose_proc_entry_the_daemon_may_not_read_is_proc_unreadable() {
     require_root("mount procfs hidepid=1 and run the daemon as 65534");

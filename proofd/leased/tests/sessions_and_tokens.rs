@@ -207,6 +207,8 @@ fn deny_getrandom() -> std::io::Result<()> {
 /// not built).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[test]
+// Ignored because it needs root: a plain `cargo test` lists it as skipped; the README's
+// command (`--run-ignored all`) runs it, and without root `require_root` fails it.
 #[ignore = "needs root"]
 fn no_os_randomness_is_internal_and_changes_nothing() {
     {

@@ -160,6 +160,8 @@ fn startup_refusals() {
 /// A state file another user owns is refused `state-owner` at startup.
 /// Needs root, to give the file away.
 #[test]
+// Ignored because it needs root: a plain `cargo test` lists it as skipped; the README's
+// command (`--run-ignored all`) runs it, and without root `require_root` fails it.
 #[ignore = "needs root"]
 fn a_state_file_of_another_user_is_state_owner() {
     require_root("give the state file to uid 65534");
@@ -276,6 +278,8 @@ fn a_state_path_that_cannot_be_opened_is_state_unreadable() {
 /// the state file is unchanged and no socket is bound. Needs root for the
 /// mount.
 #[test]
+// Ignored because it needs root: a plain `cargo test` lists it as skipped; the README's
+// command (`--run-ignored all`) runs it, and without root `require_root` fails it.
 #[ignore = "needs root"]
 fn a_state_file_that_opens_but_cannot_be_read_is_state_unreadable() {
     require_root("bind-mount over the state file");
@@ -351,6 +355,8 @@ fn a_socket_path_that_cannot_be_bound_is_socket_bind_failed() {
 /// (EACCES); a stale socket there cannot be unlinked, so it is not replaced
 /// and stays as it was. Needs root to change user.
 #[test]
+// Ignored because it needs root: a plain `cargo test` lists it as skipped; the README's
+// command (`--run-ignored all`) runs it, and without root `require_root` fails it.
 #[ignore = "needs root"]
 fn a_socket_directory_the_daemon_may_not_write_is_socket_bind_failed() {
     require_root("run the daemon as 65534");
