@@ -26,12 +26,12 @@ use serde_json::json;
 /// The recorded facts of a decision row the authority check matches against.
 pub fn facts(d: &DecisionRow) -> Result<DecisionFacts<'_>, Code> {
     Ok(DecisionFacts {
-        raised_by_role: &d.raised_by_role,
-        action: &d.action,
-        target: d.target.as_deref(),
-        project: d.project.as_deref(),
-        class: Class::parse(&d.class).ok_or(Code::StorageUnavailable)?,
-        approval_choice: &d.approval_choice,
+        raised_by_role: &d.entry.raised_by_role,
+        action: &d.entry.action,
+        target: d.entry.target.as_deref(),
+        project: d.entry.project.as_deref(),
+        class: Class::parse(&d.entry.class).ok_or(Code::StorageUnavailable)?,
+        approval_choice: &d.entry.approval_choice,
         resolved_choice: match d.closed_kind.as_deref() {
             Some("resolved") => d.choice.as_deref(),
             _ => None,
@@ -207,7 +207,7 @@ fn check_asked(
             // A decision a thread run raised binds to its thread (3i row
             // 121): only a run holding that thread uses it, and one raised
             // in no thread serves no thread run.
-            let raised_in = threads::of_run(conn, &business.id, &d.raised_by_run)?;
+            let raised_in = threads::of_run(conn, &business.id, &d.entry.raised_by_run)?;
             if raised_in != threads::held_by(conn, &business.id, run)? {
                 return Err(Code::DecisionMismatch);
             }

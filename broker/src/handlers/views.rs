@@ -77,7 +77,7 @@ pub fn decision_entry(d: &DecisionEntry) -> Value {
         "routed_to": d.routed_to,
         "domain": d.domain,
         "question": d.question,
-        "options": json_col(d.options.as_deref()),
+        "options": d.options_json(),
         "recommendation": d.recommendation,
         "approvalChoice": d.approval_choice,
         "blocking": d.blocking,
@@ -106,43 +106,21 @@ pub fn closed_decision(d: &DecisionEntry, closed: Option<&DecisionEventRow>) -> 
     v
 }
 
-/// A decision with its state (the `decision.*` verbs' replies): decoded
-/// options, `blocking` as a boolean, `state`, and `authorization`
-/// `{action,target,approvalChoice}`.
+/// A decision with its state (the `decision.*` verbs' replies): the lists'
+/// shape ([`decision_entry`]) without their `record` and `seq`, plus its
+/// business, `state`, `choice` and `consumed`.
 pub fn decision(d: &DecisionRow) -> Value {
-    let state = d.closed_kind.as_deref().unwrap_or("open");
-    json!({
-        "id": d.id,
-        "business": d.business,
-        "raised_by_role": d.raised_by_role,
-        "raised_by_run": d.raised_by_run,
-        "action": d.action,
-        "target": d.target,
-        "class": d.class,
-        "routed_to": d.routed_to,
-        "domain": d.domain,
-        "question": d.question,
-        "options": d.options_json(),
-        "recommendation": d.recommendation,
-        "approvalChoice": d.approval_choice,
-        "blocking": d.blocking,
-        "project": d.project,
-        "task_ref": d.task_ref,
-        "requirement_ref": d.requirement_ref,
-        "supersedes": d.supersedes,
-        "target_holder": d.target_holder,
-        "spec_path": d.spec_path,
-        "spec_commit": d.spec_commit,
-        "at": d.at,
-        "state": state,
-        "choice": d.choice,
-        "consumed": d.consumed,
-        "authorization": {
-            "action": d.action,
-            "target": d.target,
-            "approvalChoice": d.approval_choice,
-        },
-    })
+    let mut v = decision_entry(&d.entry);
+    if let Some(o) = v.as_object_mut() {
+        // The lists' tags, which a single decision's reply does not carry.
+        o.remove("record");
+        o.remove("seq");
+    }
+    v["business"] = json!(d.business);
+    v["state"] = json!(d.closed_kind.as_deref().unwrap_or("open"));
+    v["choice"] = json!(d.choice);
+    v["consumed"] = json!(d.consumed);
+    v
 }
 
 /// A `decision_events` row.

@@ -8,45 +8,27 @@
 //! this is the one other writer of that table, see docs/decisions.md).
 
 use super::evidence::Written;
-use super::rows::{DecisionEventRow, DECISION_EVENT_COLUMNS};
+use super::rows::{
+    DecisionEntry, DecisionEventRow, DECISION_COLUMNS, DECISION_COLUMN_COUNT,
+    DECISION_EVENT_COLUMNS,
+};
 use super::{map_sql_error, Db, Tx};
 use crate::error::Code;
 use crate::ids;
 use crate::policy::routing::Class;
 use rusqlite::{params, OptionalExtension};
-use serde_json::Value;
 
 fn sql(e: rusqlite::Error) -> Code {
     map_sql_error(&e)
 }
 
-/// One `decision_state` row.
+/// One `decision_state` row: the decision as the lists read it, and what
+/// the state view adds (its business, how it closed, its choice, whether it
+/// was spent).
 #[derive(Debug, Clone)]
 pub struct DecisionRow {
-    pub seq: i64,
-    pub id: String,
+    pub entry: DecisionEntry,
     pub business: String,
-    pub raised_by_role: String,
-    pub raised_by_run: String,
-    pub action: String,
-    pub target: Option<String>,
-    pub class: String,
-    pub routed_to: String,
-    pub domain: Option<String>,
-    pub question: String,
-    pub options: String,
-    pub recommendation: String,
-    pub approval_choice: String,
-    pub blocking: bool,
-    pub project: Option<String>,
-    pub task_ref: Option<String>,
-    pub requirement_ref: Option<String>,
-    pub supersedes: Option<String>,
-    pub target_holder: Option<String>,
-    /// The spec cited at raise (3f), both or neither.
-    pub spec_path: Option<String>,
-    pub spec_commit: Option<String>,
-    pub at: String,
     /// `resolved` or `withdrawn` once closed.
     pub closed_kind: Option<String>,
     /// The resolved option.
@@ -54,57 +36,23 @@ pub struct DecisionRow {
     pub consumed: bool,
 }
 
-const COLS: &str = "seq, id, business, raised_by_role, raised_by_run, action, target, class, \
-    routed_to, domain, question, options, recommendation, approval_choice, blocking, project, \
-    task_ref, requirement_ref, supersedes, target_holder, at, closed_kind, choice, consumed, \
-    spec_path, spec_commit";
-
 fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DecisionRow> {
+    let n = DECISION_COLUMN_COUNT;
     Ok(DecisionRow {
-        seq: r.get(0)?,
-        id: r.get(1)?,
-        business: r.get(2)?,
-        raised_by_role: r.get(3)?,
-        raised_by_run: r.get(4)?,
-        action: r.get(5)?,
-        target: r.get(6)?,
-        class: r.get(7)?,
-        routed_to: r.get(8)?,
-        domain: r.get(9)?,
-        question: r.get(10)?,
-        options: r.get(11)?,
-        recommendation: r.get(12)?,
-        approval_choice: r.get(13)?,
-        blocking: r.get::<_, i64>(14)? == 1,
-        project: r.get(15)?,
-        task_ref: r.get(16)?,
-        requirement_ref: r.get(17)?,
-        supersedes: r.get(18)?,
-        target_holder: r.get(19)?,
-        at: r.get(20)?,
-        closed_kind: r.get(21)?,
-        choice: r.get(22)?,
-        consumed: r.get::<_, i64>(23)? != 0,
-        spec_path: r.get(24)?,
-        spec_commit: r.get(25)?,
+        entry: DecisionEntry::read(r)?,
+        business: r.get(n)?,
+        closed_kind: r.get(n + 1)?,
+        choice: r.get(n + 2)?,
+        consumed: r.get::<_, i64>(n + 3)? != 0,
     })
 }
 
+/// The columns [`from_row`] reads (alias `d`, over `decision_state`).
+fn state_columns() -> String {
+    format!("{DECISION_COLUMNS}, d.business, d.closed_kind, d.choice, d.consumed")
+}
+
 impl DecisionRow {
-    /// The options as stored (a JSON array of `{key,text}`).
-    pub fn options_json(&self) -> Value {
-        serde_json::from_str(&self.options).unwrap_or(Value::Array(Vec::new()))
-    }
-
-    /// The text of option `key`, if the decision has it.
-    pub fn option_text(&self, key: &str) -> Option<String> {
-        self.options_json().as_array().and_then(|opts| {
-            opts.iter()
-                .find(|o| o["key"].as_str() == Some(key))
-                .and_then(|o| o["text"].as_str().map(str::to_string))
-        })
-    }
-
     pub fn is_open(&self) -> bool {
         self.closed_kind.is_none()
     }
@@ -113,7 +61,10 @@ impl DecisionRow {
 /// The decision `id` of `business`, if any.
 pub fn load(conn: &Db, business: &str, id: &str) -> Result<Option<DecisionRow>, Code> {
     conn.query_row(
-        &format!("SELECT {COLS} FROM decision_state WHERE id = ?1 AND business = ?2"),
+        &format!(
+            "SELECT {} FROM decision_state d WHERE d.id = ?1 AND d.business = ?2",
+            state_columns()
+        ),
         params![id, business],
         from_row,
     )
@@ -130,7 +81,8 @@ pub(crate) fn select_where(
 ) -> Result<Vec<DecisionRow>, Code> {
     let mut st = conn
         .prepare_cached(&format!(
-            "SELECT {COLS} FROM decision_state WHERE {filter} ORDER BY seq"
+            "SELECT {} FROM decision_state d WHERE {filter} ORDER BY d.seq",
+            state_columns()
         ))
         .map_err(sql)?;
     let rows = st
@@ -267,9 +219,12 @@ pub fn close_body(
     let mut s = match resolved {
         Some((choice, text)) => format!(
             "Decision {} on {} was resolved by {by}: {choice} ({text}).",
-            d.id, d.action
+            d.entry.id, d.entry.action
         ),
-        None => format!("Decision {} on {} was withdrawn by {by}.", d.id, d.action),
+        None => format!(
+            "Decision {} on {} was withdrawn by {by}.",
+            d.entry.id, d.entry.action
+        ),
     };
     if let Some(n) = note {
         s.push_str("\nNote: ");

@@ -66,8 +66,9 @@ pub struct DecisionEntry {
     pub routed_to: String,
     pub domain: Option<String>,
     pub question: String,
-    /// The options as stored (JSON text).
-    pub options: Option<String>,
+    /// The options as stored (a JSON array of `{key,text}`; the schema
+    /// checks it is one).
+    pub options: String,
     pub recommendation: String,
     pub approval_choice: String,
     pub blocking: bool,
@@ -87,7 +88,24 @@ pub const DECISION_COLUMNS: &str = "d.seq, d.id, d.raised_by_role, d.raised_by_r
      d.approval_choice, d.blocking, d.project, d.task_ref, d.requirement_ref, d.supersedes, \
      d.target_holder, d.at, d.spec_path, d.spec_commit";
 
+/// How many columns [`DECISION_COLUMNS`] names.
+pub const DECISION_COLUMN_COUNT: usize = 22;
+
 impl DecisionEntry {
+    /// The options, decoded.
+    pub fn options_json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.options).unwrap_or(serde_json::Value::Array(Vec::new()))
+    }
+
+    /// The text of option `key`, if the decision has it.
+    pub fn option_text(&self, key: &str) -> Option<String> {
+        self.options_json().as_array().and_then(|opts| {
+            opts.iter()
+                .find(|o| o["key"].as_str() == Some(key))
+                .and_then(|o| o["text"].as_str().map(str::to_string))
+        })
+    }
+
     pub(super) fn read(r: &Row<'_>) -> rusqlite::Result<DecisionEntry> {
         Ok(DecisionEntry {
             seq: r.get(0)?,

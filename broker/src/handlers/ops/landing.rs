@@ -73,7 +73,7 @@ fn check(
         return Err(Code::DecisionNotFound);
     }
     let d = decisions::load(conn, &biz.id, decision)?.ok_or(Code::DecisionNotFound)?;
-    let raised_in = threads::of_run(conn, &biz.id, &d.raised_by_run)?;
+    let raised_in = threads::of_run(conn, &biz.id, &d.entry.raised_by_run)?;
     let ask = LandAsk {
         role,
         task_ref,
@@ -96,7 +96,7 @@ fn check(
     if !biz.projects.contains_key(&push.project) {
         return Err(Code::UnknownProject);
     }
-    rules::check_project(d.project.as_deref(), &push.project)?;
+    rules::check_project(d.entry.project.as_deref(), &push.project)?;
     let human = decisions::closing_event(conn, decision)?.is_some_and(|e| e.input.is_some());
     Ok(Checked {
         project: push.project,
@@ -462,7 +462,7 @@ fn land_held(
     let mut held = false;
     if class == Class::CrossRole {
         for d in landings::resolved_unused(conn, business_id, role, ACTION)? {
-            let raised_in = threads::of_run(conn, business_id, &d.raised_by_run)?;
+            let raised_in = threads::of_run(conn, business_id, &d.entry.raised_by_run)?;
             if rules::could_land(&facts(&d)?, raised_in.as_deref(), role, thread, class) {
                 held = true;
                 break;

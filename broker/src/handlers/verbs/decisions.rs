@@ -457,13 +457,13 @@ fn supersede(
     // Within the thread the old one was raised in, when it was (3i row 121).
     let same_thread = match &prior {
         Some(p) => {
-            threads::of_run(t.db(), business_id, &p.raised_by_run)?
+            threads::of_run(t.db(), business_id, &p.entry.raised_by_run)?
                 == threads::held_by(t.db(), business_id, run)?
         }
         None => false,
     };
     match prior {
-        Some(p) if p.is_open() && p.raised_by_role == role && same_thread => {
+        Some(p) if p.is_open() && p.entry.raised_by_role == role && same_thread => {
             store::insert_decision_event(t, old, "withdrawn", run, Some(run), None, None, None)?;
             Ok(())
         }
@@ -494,7 +494,7 @@ fn closer(caller: &Caller) -> Result<Closer<'_>, Code> {
 fn check_resolver(t: &Tx<'_>, d: &DecisionRow, who: &Closer<'_>) -> Result<(), Code> {
     match who {
         Closer::Human => Ok(()),
-        Closer::Role { role, run } if *role == d.routed_to => {
+        Closer::Role { role, run } if *role == d.entry.routed_to => {
             if !t.holds(&d.business, role, run)? {
                 return Err(Code::NotHolder);
             }
@@ -531,21 +531,21 @@ fn close(
     };
     let (by, from_role, from_run, input) = match who {
         Closer::Human => {
-            let mut body = json!({"verb": verb, "decision": d.id});
+            let mut body = json!({"verb": verb, "decision": d.entry.id});
             if let Some(c) = choice {
                 body["choice"] = json!(c);
             }
             if let Some(n) = note {
                 body["note"] = json!(n);
             }
-            let input = human_input(t, &business.id, Some(&d.id), &body)?;
+            let input = human_input(t, &business.id, Some(&d.entry.id), &body)?;
             (business.human.as_str(), HUMAN, HUMAN_RUN, Some(input))
         }
         Closer::Role { role, run } => (*run, *role, *run, None),
     };
     let row = store::insert_decision_event(
         t,
-        &d.id,
+        &d.entry.id,
         kind,
         by,
         Some(from_run),
@@ -553,9 +553,9 @@ fn close(
         note,
         input.as_deref(),
     )?;
-    let message = if from_run != d.raised_by_run {
+    let message = if from_run != d.entry.raised_by_run {
         let resolved = match choice {
-            Some(c) => Some((c, d.option_text(c).ok_or(Code::InvalidChoice)?)),
+            Some(c) => Some((c, d.entry.option_text(c).ok_or(Code::InvalidChoice)?)),
             None => None,
         };
         let body = store::close_body(
@@ -566,7 +566,7 @@ fn close(
         );
         // A thread run's decision is answered in the thread it was raised
         // in; any other close is filed as every message is.
-        let raised_in = threads::of_run(t.db(), &business.id, &d.raised_by_run)?;
+        let raised_in = threads::of_run(t.db(), &business.id, &d.entry.raised_by_run)?;
         let id = ids::uuid();
         super::messages::post(
             t,
@@ -576,10 +576,10 @@ fn close(
                 business: &business.id,
                 from_role,
                 from_run,
-                to_role: &d.raised_by_role,
+                to_role: &d.entry.raised_by_role,
                 class: "DECISION",
                 body: &body,
-                decision: Some(&d.id),
+                decision: Some(&d.entry.id),
                 request: input.as_deref(),
                 ..Default::default()
             },
@@ -589,11 +589,11 @@ fn close(
     } else {
         None
     };
-    let closed = store::closing_event(t.db(), &d.id)?
+    let closed = store::closing_event(t.db(), &d.entry.id)?
         .as_ref()
         .map_or(Value::Null, crate::handlers::views::decision_event);
     Ok(json!({
-        "decision": d.id,
+        "decision": d.entry.id,
         "kind": kind,
         "closed": closed,
         "seq": row.id.parse::<i64>().ok(),
@@ -642,7 +642,7 @@ fn resolve(core: &mut Core, caller: &Caller, args: Resolve) -> Result<Value, Cod
     core.store.write(|t| {
         let d = load_open(t, &business.id, &id)?;
         check_resolver(t, &d, &who)?;
-        if d.option_text(&choice).is_none() {
+        if d.entry.option_text(&choice).is_none() {
             return Err(Code::InvalidChoice);
         }
         close(
@@ -693,7 +693,7 @@ fn withdraw(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Cod
     core.store.write(|t| {
         let d = load_open(t, &business.id, &id)?;
         if let Closer::Role { role, run } = &who {
-            if *role != d.raised_by_role {
+            if *role != d.entry.raised_by_role {
                 return Err(Code::NotRaiser);
             }
             if !t.holds(&business.id, role, run)? {
@@ -739,7 +739,7 @@ fn seen(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
         };
         let w = store::insert_decision_event(
             t,
-            &d.id,
+            &d.entry.id,
             "seen",
             by,
             Some(run),
@@ -747,7 +747,7 @@ fn seen(core: &mut Core, caller: &Caller, args: IdNote) -> Result<Value, Code> {
             note.as_deref(),
             None,
         )?;
-        Ok(json!({"decision": d.id, "kind": "seen", "by": by, "at": w.at}))
+        Ok(json!({"decision": d.entry.id, "kind": "seen", "by": by, "at": w.at}))
     })
 }
 

@@ -221,7 +221,7 @@ fn revoke(core: &mut Core, caller: &Caller, args: Revoke) -> Result<Value, Code>
         let current = t.holder(business_id, &target).ok_or(Code::NotHeld)?;
         // The approval names one holder incarnation: another run now
         // holding the target is a different revoke.
-        if d.target_holder.as_deref() != Some(current.as_str()) {
+        if d.entry.target_holder.as_deref() != Some(current.as_str()) {
             return Err(Code::DecisionMismatch);
         }
         let out = crate::authorize::authorize_in_tx(
@@ -315,7 +315,7 @@ fn revoke_threads(
         let (decision, reason) = match grounds {
             Grounds::Decision(decision) => {
                 let d = dstore::load(t.db(), b, decision)?.ok_or(Code::DecisionNotFound)?;
-                if d.target_holder.is_some() || t.holder(b, target).is_some() {
+                if d.entry.target_holder.is_some() || t.holder(b, target).is_some() {
                     return Err(Code::DecisionMismatch);
                 }
                 let closed = dstore::closing_event(t.db(), decision)?;
