@@ -4,71 +4,18 @@
 //! broker: two records repositories of one business, the human resolving
 //! through the real shim, the agent spending the approval elsewhere.
 
-use mosaic_tests::*;
-use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "support/records_env.rs"]
+mod records_env;
 
-/// `git` on PATH, for the test's own setup of a repository.
-fn real_git() -> PathBuf {
-    let out = Command::new("sh")
-        .args(["-c", "command -v git"])
-        .output()
-        .expect("sh");
-    let p = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
-    assert!(p.is_absolute(), "git on PATH: {p:?}");
-    p
-}
+use mosaic_tests::*;
+use records_env::Repo;
+use serde_json::{json, Value};
 
 /// A records repository with one commit of the human's spec.
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new() -> Repo {
-        let dir = tempfile::Builder::new()
-            .prefix("mosaic-records-")
-            .tempdir()
-            .expect("tempdir");
-        let r = Repo { dir };
-        r.git(&["init", "-q", "-b", "main"]);
-        std::fs::create_dir_all(r.path().join("spec")).expect("mkdir");
-        std::fs::write(r.path().join("spec/north-star.md"), "# North star\n").expect("write");
-        r.git(&["add", "spec/north-star.md"]);
-        r.git(&["commit", "-q", "-m", "spec"]);
-        r
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new(real_git())
-            .args(args)
-            .current_dir(self.path())
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Ada")
-            .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
-            .env("GIT_COMMITTER_NAME", "test")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout)
-            .expect("utf-8")
-            .trim()
-            .to_string()
-    }
-
-    fn head(&self) -> String {
-        self.git(&["rev-parse", "HEAD"])
-    }
+fn spec_repo() -> Repo {
+    let r = Repo::new();
+    r.commit("spec/north-star.md", "# North star\n", "Ada");
+    r
 }
 
 /// The `decision` of a `record.write` on `path` that dev raises (dev has
@@ -97,7 +44,7 @@ fn approved_write(b: &Broker, human: &ShimSession, dev: &str, project: Option<&s
 /// with no project writes in none.
 #[test]
 fn a_record_write_approval_is_bound_to_its_project() {
-    let (site, app) = (Repo::new(), Repo::new());
+    let (site, app) = (spec_repo(), spec_repo());
     let (site0, app0) = (site.head(), app.head());
     let dir = data_root();
     let mut biz = business();
@@ -137,7 +84,7 @@ fn a_record_write_approval_is_bound_to_its_project() {
         .expect("commit")
         .to_string();
     assert_eq!(site.head(), c);
-    assert_eq!(site.git(&["show", "HEAD:docs/x.md"]), "# X");
+    assert_eq!(site.git(&["show", "HEAD:docs/x.md"], "Ada"), "# X");
     assert_eq!(err(&write("site", &id)), "decision-consumed");
     assert_eq!(app.head(), app0);
 

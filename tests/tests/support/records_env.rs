@@ -1,4 +1,4 @@
-//! Shared setup of `spec_reads.rs`, `cited_raises.rs`, `record_writes.rs`, `records_hostile.rs` and `spec_editor.rs`: the world (a broker, its roles, a records repository), Git helpers, pauses.
+//! Shared setup of `spec_reads.rs`, `cited_raises.rs`, `record_writes.rs`, `records_hostile.rs`, `spec_editor.rs` and `approval_scope.rs`: the world (a broker, its roles, a records repository), Git helpers, pauses.
 #![allow(dead_code)]
 
 use mosaic_tests::*;
@@ -41,8 +41,17 @@ impl Repo {
     }
 
     pub fn git(&self, args: &[&str], author: &str) -> String {
-        let out = Command::new(real_git())
-            .args(args)
+        self.run_git(args, author, None)
+    }
+
+    /// [`Repo::git`] with the author and committer dates both `date`.
+    pub fn git_dated(&self, args: &[&str], author: &str, date: &str) -> String {
+        self.run_git(args, author, Some(date))
+    }
+
+    fn run_git(&self, args: &[&str], author: &str, date: Option<&str>) -> String {
+        let mut cmd = Command::new(real_git());
+        cmd.args(args)
             .current_dir(self.path())
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -52,9 +61,12 @@ impl Repo {
             .env("GIT_AUTHOR_NAME", author)
             .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
             .env("GIT_COMMITTER_NAME", "test")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .expect("git");
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid");
+        if let Some(date) = date {
+            cmd.env("GIT_AUTHOR_DATE", date)
+                .env("GIT_COMMITTER_DATE", date);
+        }
+        let out = cmd.output().expect("git");
         assert!(out.status.success(), "git {args:?}: {out:?}");
         String::from_utf8(out.stdout)
             .expect("utf-8")
@@ -62,29 +74,9 @@ impl Repo {
             .to_string()
     }
 
-    /// [`Repo::git`] with the author and committer dates both `date`.
-    pub fn git_dated(&self, args: &[&str], author: &str, date: &str) -> String {
-        let out = Command::new(real_git())
-            .args(args)
-            .current_dir(self.path())
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", author)
-            .env("GIT_AUTHOR_EMAIL", "a@example.invalid")
-            .env("GIT_COMMITTER_NAME", "test")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .env("GIT_AUTHOR_DATE", date)
-            .env("GIT_COMMITTER_DATE", date)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout)
-            .expect("utf-8")
-            .trim()
-            .to_string()
+    /// The commit `HEAD` names.
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"], "nobody")
     }
 
     /// Adds `text` to the repository's own `.git/config`.
