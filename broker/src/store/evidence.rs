@@ -232,7 +232,23 @@ pub fn holder(tx: &Db, business: &str, role: &str) -> Result<Option<String>, Cod
 /// True when `run` holds `role` now: the role's claim, or (for a run of a
 /// thread instance, which claims a thread instead, schema 3e) a thread's.
 pub fn holds(conn: &Db, business: &str, role: &str, run: &str) -> Result<bool, Code> {
-    if holder(conn, business, role)?.as_deref() == Some(run) {
+    holds_given(
+        conn,
+        holder(conn, business, role)?.as_deref(),
+        business,
+        run,
+    )
+}
+
+/// [`holds`] once the role's holder is known (from the store or from
+/// [`Holders`]): `run` is it, or holds a thread of the business.
+pub(super) fn holds_given(
+    conn: &Db,
+    role_holder: Option<&str>,
+    business: &str,
+    run: &str,
+) -> Result<bool, Code> {
+    if role_holder == Some(run) {
         return Ok(true);
     }
     Ok(super::threads::held_by(conn, business, run)?.is_some())

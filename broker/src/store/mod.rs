@@ -265,10 +265,8 @@ impl Tx<'_> {
     /// thread instance) a thread's; as [`evidence::holds`], the role's
     /// holder from memory.
     pub fn holds(&self, business: &str, role: &str, run: &str) -> Result<bool, Code> {
-        if self.holder(business, role).as_deref() == Some(run) {
-            return Ok(true);
-        }
-        Ok(threads::held_by(self.db(), business, run)?.is_some())
+        let holder = self.holder(business, role);
+        evidence::holds_given(self.db(), holder.as_deref(), business, run)
     }
 
     /// The next broker timestamp.
