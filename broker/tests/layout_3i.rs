@@ -71,12 +71,13 @@ fn wal_index(e: &Inproc) -> (u32, [u8; 8]) {
 }
 
 /// The pages a single-client send commits: its message row with its id and
-/// recipient index entries, its authorization with its id index entry, and
-/// the splits those B-trees need now and then; no `sqlite_sequence` page
-/// and no page of the three secondary indexes of `events`. Through 3h a send
-/// committed about 10.2 WAL frames (nine B-trees); the 3i layout about 5.7.
+/// recipient index entries, its authorization row, and the splits those
+/// B-trees need now and then; no `sqlite_sequence` page and no page of any
+/// index of `events` (its id's included). Through 3h a send committed about
+/// 10.2 WAL frames (nine B-trees); the 3i layout about 4.5 (issue 34's goal:
+/// at most 5).
 #[test]
-fn a_single_send_commits_at_most_six_pages_on_average() {
+fn a_single_send_commits_at_most_five_pages_on_average() {
     let mut e = env();
     for i in 0..300 {
         send(&mut e, "r1", "r0", &format!("warm {i}"));
@@ -94,9 +95,9 @@ fn a_single_send_commits_at_most_six_pages_on_average() {
         last = now;
     }
     let per_send = frames as f64 / sends as f64;
-    assert!(per_send <= 6.0, "{per_send} WAL frames per send");
-    // The authorizations are in events, and none of them is in its
-    // secondary indexes: each index holds exactly the other events.
+    assert!(per_send <= 5.0, "{per_send} WAL frames per send");
+    // The authorizations are in events, and none of them is in any of its
+    // indexes: each index holds exactly the other events.
     let c = e.core.store.db().sql();
     let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect(sql) };
     let sends_stored = count(
@@ -107,6 +108,7 @@ fn a_single_send_commits_at_most_six_pages_on_average() {
     let others = count(&format!("SELECT count(*) FROM events WHERE {NOT_A_SEND}"));
     assert_eq!(count("SELECT count(*) FROM events"), others + 700);
     for (index, condition) in [
+        ("events_id", NOT_A_SEND.to_string()),
         ("events_kind", NOT_A_SEND.to_string()),
         ("events_run", format!("run IS NOT NULL AND {NOT_A_SEND}")),
         (
@@ -269,6 +271,24 @@ fn no_read_of_events_or_messages_scans_the_table() {
     for (caller, verb, args) in reads {
         e.ok(&caller, verb, args);
     }
+    // The writes whose guards look an event up by id (a new event's id, a
+    // human message's request, a human close's input) go through
+    // `events_id` too: no guard walks the events of 3,000 sends.
+    e.ok(
+        &role("r2"),
+        "message.send",
+        json!({"to": "r0", "body": "after"}),
+    );
+    e.ok(
+        &human(),
+        "message.send",
+        json!({"to": "r1", "body": "again"}),
+    );
+    e.ok(
+        &human(),
+        "decision.resolve",
+        json!({"id": decision, "choice": "yes"}),
+    );
     let conn = e.core.store.db();
     let b = "acme";
     let t = "vikunja:3/41";

@@ -215,9 +215,14 @@ pub fn trail_records(
         params![b, subject, floor(Table::Events)?, w.limit],
         |r| EventRow::read(r).map(TrailRecord::Event),
     )?);
-    // The subject event itself, a run's session events.
+    // The subject event itself (a send's authorization is not found by its
+    // id: see `NOT_A_SEND`; the message's trail gives it), a run's session
+    // events.
     for filter in [
-        "id = ?2 AND business = ?1",
+        concat!(
+            "id = ?2 AND business = ?1 AND ",
+            crate::store::not_a_send!()
+        ),
         concat!(
             "business = ?1 AND run = ?2 AND kind IN ('session.launched', 'session.ended') AND ",
             crate::store::not_a_send!()
@@ -287,9 +292,10 @@ pub fn trail_records(
         t.extend(collect(
             conn,
             &format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND id IN
+                "SELECT {EVENT_COLUMNS} FROM events WHERE business = ?1 AND {NOT_A_SEND} AND id IN
                  (SELECT input FROM decision_events WHERE decision = ?2 AND input IS NOT NULL
-                    AND seq > ?3 ORDER BY seq LIMIT ?4)"
+                    AND seq > ?3 ORDER BY seq LIMIT ?4)",
+                NOT_A_SEND = crate::store::NOT_A_SEND
             ),
             params![b, subject, floor(Table::DecisionEvents)?, w.limit],
             |r| EventRow::read(r).map(TrailRecord::Event),
@@ -325,7 +331,11 @@ pub fn trail_records(
         if let Some(req) = m.request.as_deref() {
             t.extend(collect(
                 conn,
-                &format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1"),
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE id = ?2 AND business = ?1
+                       AND {NOT_A_SEND}",
+                    NOT_A_SEND = crate::store::NOT_A_SEND
+                ),
                 params![b, req],
                 |r| EventRow::read(r).map(TrailRecord::Event),
             )?);
@@ -616,8 +626,12 @@ pub fn task_created_requirements(conn: &Db, b: &str) -> Result<Vec<TaskRequireme
 /// `task.created`'s `request`).
 pub fn is_human_input(conn: &Db, b: &str, id: &str) -> Result<bool, Code> {
     conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
-           AND kind = 'human.input')",
+        concat!(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE id = ?1 AND business = ?2
+               AND kind = 'human.input' AND ",
+            crate::store::not_a_send!(),
+            ")"
+        ),
         params![id, b],
         |r| r.get(0),
     )

@@ -105,10 +105,11 @@ pub fn request(
     task_ref: &str,
     id: &str,
 ) -> Result<Option<Request>, Code> {
-    conn.prepare_cached(
+    conn.prepare_cached(concat!(
         "SELECT id, role, body FROM events WHERE id = ?1 AND business = ?2 AND subject = ?3
-           AND kind = 'review.requested'",
-    )
+               AND kind = 'review.requested' AND ",
+        crate::store::not_a_send!()
+    ))
     .and_then(|mut s| {
         s.query_row(params![id, business, task_ref], |r| {
             Ok((

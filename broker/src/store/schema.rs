@@ -7,9 +7,9 @@ pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// The version string stored in `meta`.
 pub const SCHEMA_VERSION: &str = "3i";
 /// SHA-256 of `schema.sql`.
-pub const SCHEMA_SHA256: &str = "3307dbd9dbb47c552c17360517490888aa6ce2089f4a7ed5040f7455fd8c01b7";
+pub const SCHEMA_SHA256: &str = "c7601871157db5f3bd923f0c2e76be56b5be89de5a9d1f7db5a8ef9d94131ae9";
 /// SHA-256 of the `sqlite_master` that `schema.sql` produces (see [`master_digest`]).
-pub const MASTER_SHA256: &str = "4c545d7fc77cf2002ebf52958e891b355f669b37a2e72b006e4fb69b997bcbcc";
+pub const MASTER_SHA256: &str = "82c44a7df2f34fafe2bb057a7f7ee45d484bf63fbd6165b3ad85a1dd7cb50e3c";
 
 /// What a store at one schema version must show: its version string in
 /// `meta`, the source text it was made from (and that text's SHA-256, also
@@ -278,14 +278,15 @@ mod tests {
         }
     }
 
-    /// The three secondary indexes of `events` are partial on exactly the
-    /// condition the reads AND in (`store::NOT_A_SEND`), or SQLite would not
-    /// use them for those reads.
+    /// Every index of `events` (its id's and the three secondary ones) is
+    /// partial on exactly the condition the reads and the guards AND in
+    /// (`store::NOT_A_SEND`), or SQLite would not use them there; the guards
+    /// that find an event by id carry it too.
     #[test]
     fn the_events_indexes_are_partial_on_what_the_reads_say() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         conn.execute_batch(SCHEMA_SQL).unwrap();
-        for index in ["events_subject", "events_run", "events_kind"] {
+        for index in ["events_id", "events_subject", "events_run", "events_kind"] {
             let sql: String = conn
                 .query_row(
                     "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -297,6 +298,35 @@ mod tests {
                 sql.ends_with(&format!("AND {}", super::super::NOT_A_SEND))
                     || sql.ends_with(&format!("WHERE {}", super::super::NOT_A_SEND)),
                 "{index}: {sql}"
+            );
+        }
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            indexes,
+            ["events_id", "events_subject", "events_run", "events_kind"],
+            "no other index (an automatic one for a UNIQUE column) covers every event"
+        );
+        for trigger in [
+            "events_no_replace",
+            "messages_same_business",
+            "decision_events_same_business",
+        ] {
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?1",
+                    [trigger],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(
+                sql.contains(&format!("AND {}", super::super::NOT_A_SEND)),
+                "{trigger}: {sql}"
             );
         }
     }

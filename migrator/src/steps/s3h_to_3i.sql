@@ -19,6 +19,13 @@
 --   leaving them out saves a send three index pages; role_claims gains
 --   role_claims_decision (the revokes citing a decision: trail of a
 --   decision looked for them through the whole table);
+-- - events' id index leaves a send's authorization out too (the same
+--   condition), so a send writes no id index entry for it: every read and
+--   every guard that finds an event by id names the condition, and the
+--   two columns that name an event by id (messages.request,
+--   decision_events.input) are checked by their guards, which already ask
+--   for a human.input of the same business, instead of by a foreign key
+--   (SQLite wants a whole unique index under a foreign key's parent);
 -- - the guards come back in the order they had, so the same one fires
 --   first; the timestamp guards test the canonical form with datetime()
 --   instead of strftime() (the same rule, see the decision);
@@ -117,7 +124,7 @@ DROP TRIGGER usage_records_no_delete;
 DROP TRIGGER usage_records_no_replace;
 CREATE TABLE events_3i (
   seq INTEGER PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
+  id TEXT NOT NULL,
   business TEXT NOT NULL,
   kind TEXT NOT NULL CHECK (length(kind) BETWEEN 3 AND 64),
   role TEXT,
@@ -168,7 +175,7 @@ CREATE TABLE decision_events_3i (
   run TEXT,
   choice TEXT,
   note TEXT,
-  input TEXT REFERENCES events(id),
+  input TEXT,
   at TEXT NOT NULL
 );
 INSERT INTO decision_events_3i(seq, decision, kind, by, run, choice, note, input, at)
@@ -202,7 +209,7 @@ CREATE TABLE messages_3i (
   in_reply_to TEXT REFERENCES messages(id),
   corrects TEXT REFERENCES messages(id),
   decision TEXT REFERENCES decisions(id),
-  request TEXT REFERENCES events(id),
+  request TEXT,
   at TEXT NOT NULL,
   to_name TEXT CHECK (to_name IS NULL OR length(to_name) BETWEEN 1 AND 64)
 );
@@ -356,6 +363,7 @@ INSERT INTO usage_records_3i(seq, business, run, role, turn, source, kind, provi
   SELECT seq, business, run, role, turn, source, kind, provider, model, input, output, cache_write, cache_read, baseline, code, account, at FROM usage_records ORDER BY seq;
 DROP TABLE usage_records;
 ALTER TABLE usage_records_3i RENAME TO usage_records;
+CREATE UNIQUE INDEX events_id ON events(id) WHERE (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-');
 CREATE INDEX events_subject ON events(subject, seq) WHERE subject IS NOT NULL AND (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-');
 CREATE INDEX events_run ON events(business, run, kind) WHERE run IS NOT NULL AND (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-');
 CREATE INDEX events_kind ON events(business, kind, seq) WHERE (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-');
@@ -390,7 +398,8 @@ CREATE INDEX usage_records_business ON usage_records(business, seq);
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER events_no_replace BEFORE INSERT ON events
-  WHEN EXISTS (SELECT 1 FROM events WHERE seq = NEW.seq OR id = NEW.id)
+  WHEN EXISTS (SELECT 1 FROM events WHERE seq = NEW.seq)
+    OR EXISTS (SELECT 1 FROM events WHERE id = NEW.id AND (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-'))
   BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER decisions_no_update BEFORE UPDATE ON decisions BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER decisions_no_delete BEFORE DELETE ON decisions BEGIN SELECT RAISE(ABORT, 'append-only'); END;
@@ -485,7 +494,8 @@ CREATE TRIGGER messages_same_business BEFORE INSERT ON messages
     OR (NEW.decision IS NOT NULL AND NOT EXISTS (SELECT 1 FROM decisions
         WHERE id = NEW.decision AND business = NEW.business))
     OR (NEW.request IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events
-        WHERE id = NEW.request AND business = NEW.business AND kind = 'human.input'))
+        WHERE id = NEW.request AND business = NEW.business AND kind = 'human.input'
+          AND (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-')))
   BEGIN SELECT RAISE(ABORT, 'cross-business'); END;
 CREATE TRIGGER read_receipts_by_recipient BEFORE INSERT ON read_receipts
   WHEN NOT EXISTS (SELECT 1 FROM deliveries WHERE message = NEW.message AND run = NEW.run)
@@ -497,7 +507,7 @@ CREATE TRIGGER events_task_subject BEFORE INSERT ON events
 CREATE TRIGGER decision_events_same_business BEFORE INSERT ON decision_events
   WHEN NEW.input IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events e JOIN decisions d
     ON d.id = NEW.decision WHERE e.id = NEW.input AND e.business = d.business
-    AND e.kind = 'human.input')
+    AND e.kind = 'human.input' AND (kind <> 'action.allowed' OR body < '{"action":"message.send",' OR body >= '{"action":"message.send"-'))
   BEGIN SELECT RAISE(ABORT, 'cross-business'); END;
 CREATE TRIGGER task_comment_cursors_no_update BEFORE UPDATE ON task_comment_cursors BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 CREATE TRIGGER task_comment_cursors_no_delete BEFORE DELETE ON task_comment_cursors BEGIN SELECT RAISE(ABORT, 'append-only'); END;
