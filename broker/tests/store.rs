@@ -798,3 +798,84 @@ fn a_commit_made_to_fail_fails_once_and_keeps_nothing() {
     assert_eq!(events(&db), 2);
     drop(s);
 }
+
+/// Event ids under schema 3i's `events_id` (issue 34), which leaves a send's
+/// authorization out: an id the index holds can't be taken again, by a plain
+/// insert, a replace or a send's authorization; and a message's `request`
+/// and a close's `input`, which no foreign key checks any more, must still
+/// name a `human.input` of the same business (their guards), never a send's
+/// authorization, an unknown id or another business's event.
+#[test]
+fn event_ids_and_the_references_to_them_hold_without_a_foreign_key() {
+    let (_d, db) = fresh();
+    let c = raw(&db);
+    let mut tick = 0;
+    let mut at = move || {
+        tick += 1;
+        format!("2999-01-01T00:00:{:02}.{:03}Z", tick / 1000, tick % 1000)
+    };
+    let code = |r: &rusqlite::Result<usize>| format!("{r:?}");
+    let event = |id: &str, business: &str, kind: &str, body: &str, at: String| {
+        c.execute(
+            "INSERT INTO events(id, business, kind, body, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, business, kind, body, at],
+        )
+    };
+    let send_body = r#"{"action":"message.send","message":"m0","target":"r0"}"#;
+    event("h1", "acme", "human.input", "{}", at()).unwrap();
+    event("h2", "other", "human.input", "{}", at()).unwrap();
+    event("a1", "acme", "action.allowed", send_body, at()).unwrap();
+    // An indexed id is taken, whatever the new row is.
+    assert!(code(&event("h1", "acme", "x.y", "{}", at())).contains("append-only"));
+    assert!(code(&event("h1", "acme", "action.allowed", send_body, at())).contains("append-only"));
+    let r = c.execute(
+        "INSERT OR REPLACE INTO events(id, business, kind, body, at)
+         VALUES ('h1', 'acme', 'human.input', '{\"x\":1}', ?1)",
+        [at()],
+    );
+    assert!(code(&r).contains("append-only"), "{r:?}");
+    assert_eq!(count(&c, "events WHERE id = 'h1' AND body = '{}'"), 1);
+
+    let message = |id: &str, business: &str, request: &str, at: String| {
+        c.execute(
+            "INSERT INTO messages(id, business, from_role, from_run, to_role, class, body,
+               request, at)
+             VALUES (?1, ?2, 'human', 'human-cli', 'pm', 'INFO', 'hi', ?3, ?4)",
+            params![id, business, request, at],
+        )
+    };
+    message("m1", "acme", "h1", at()).expect("a human.input of its business");
+    for (id, business, request) in [
+        ("m2", "acme", "a1"),
+        ("m3", "acme", "nope"),
+        ("m4", "acme", "h2"),
+        ("m5", "other", "h1"),
+    ] {
+        let r = message(id, business, request, at());
+        assert!(code(&r).contains("cross-business"), "{request}: {r:?}");
+    }
+
+    c.execute(
+        "INSERT INTO decisions(id, business, raised_by_role, raised_by_run, action, class,
+           routed_to, question, options, recommendation, approval_choice, blocking, at)
+         VALUES ('d1', 'acme', 'pm', 'run-p', 'prd.approve', 'gated', 'human', 'Ship?',
+           '[]', 'yes', 'yes', 0, ?1)",
+        [at()],
+    )
+    .unwrap();
+    let close = |input: &str, at: String| {
+        c.execute(
+            "INSERT INTO decision_events(decision, kind, by, choice, input, at)
+             VALUES ('d1', 'resolved', 'Ada', 'yes', ?1, ?2)",
+            params![input, at],
+        )
+    };
+    for input in ["a1", "nope", "h2"] {
+        let r = close(input, at());
+        assert!(code(&r).contains("cross-business"), "{input}: {r:?}");
+    }
+    close("h1", at()).expect("a human.input of the decision's business");
+    assert_eq!(count(&c, "pragma_foreign_key_check"), 0);
+    drop(c);
+    assert_eq!(open_code(&db), None, "the store still opens");
+}
