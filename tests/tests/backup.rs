@@ -2,7 +2,8 @@
 //! consistent copy through SQLite's online backup API while 32 clients
 //! write through the real broker, private, verified before it answers, and
 //! a data root a broker boots on; a destination that exists or is a
-//! symlink refuses with nothing written.
+//! symlink refuses with nothing written; a copy that does not verify is
+//! `backup-failed`, left for inspection.
 
 use mosaic_tests::{bin, config, data_root, raw_request, sealcheck, sleeper, Broker};
 use serde_json::{json, Value};
@@ -238,4 +239,70 @@ fn a_backup_of_nothing_or_a_malformed_command_line_refuses() {
             r#"{"error":"usage"}"#
         );
     }
+}
+
+/// A store changed behind its guards still copies, but the copy does not
+/// verify: the backup refuses with `backup-failed` (exit 2, nothing on
+/// stdout) and leaves the copy for inspection, private, where `verify`
+/// names the change.
+#[test]
+fn a_store_changed_behind_its_guards_is_backup_failed_and_the_copy_stays() {
+    let root = data_root();
+    let mut c = config(root.path());
+    c["sealSeconds"] = json!(3600);
+    let (mut b, reply) = Broker::spawn(root.path(), c);
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let run = sleeper();
+    let cap = b.claimed("pm", "pm-1", run.id());
+    for i in 0..5 {
+        let r = b.call(
+            &cap,
+            "message.send",
+            json!({"to": "human", "body": format!("message {i}")}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    // Closing seals every row.
+    b.close();
+    // Lift the guard, change a sealed message, put the guard back with its
+    // very text: the schema's digest is intact, only the seals can tell.
+    let db = rusqlite::Connection::open(root.path().join("bus").join("bus.sqlite")).expect("open");
+    let guard: String = db
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'messages_no_update'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("guard");
+    db.execute_batch(&format!(
+        "DROP TRIGGER messages_no_update;
+         UPDATE messages SET body = 'forged' WHERE seq = (SELECT min(seq) FROM messages);
+         {guard};"
+    ))
+    .expect("tamper");
+    drop(db);
+
+    let dest_parent = data_root();
+    let dest = dest_parent.path().join("copy");
+    let (code, out, err) = backup(root.path(), &dest);
+    assert_eq!(code, 2, "{out} {err}");
+    assert_eq!(out, "");
+    assert_eq!(err.trim(), r#"{"error":"backup-failed"}"#);
+    assert_eq!(mode(&dest), 0o700);
+    assert_eq!(mode(&dest.join("bus")), 0o700);
+    let out = Command::new(bin("mosaic-bus"))
+        .args(["verify", "--data-root"])
+        .arg(&dest)
+        .output()
+        .expect("verify");
+    let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{lines}");
+    let findings: Vec<Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("finding").is_some())
+        .collect();
+    assert_eq!(findings.len(), 1, "{lines}");
+    assert_eq!(findings[0]["finding"], json!("rows-differ"));
+    assert_eq!(findings[0]["table"], json!("messages"));
 }
