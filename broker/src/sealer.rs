@@ -11,6 +11,7 @@
 //! data root.
 
 use crate::error::Code;
+use crate::store::seals::SealsDb;
 use crate::store::Db;
 use crate::store::{self, canonical, clock, seals};
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ pub struct Sealer {
 
 /// The seals file, checked (or made) and not yet sealed into.
 pub struct SealsFile {
-    conn: Db,
+    conn: SealsDb,
     path: PathBuf,
 }
 
@@ -97,7 +98,7 @@ impl Drop for Sealer {
     }
 }
 
-fn run(store: Db, seals_conn: Db, rx: mpsc::Receiver<()>, period: Duration) {
+fn run(store: Db, seals_conn: SealsDb, rx: mpsc::Receiver<()>, period: Duration) {
     let mut seen = seals::data_version(&store);
     loop {
         match rx.recv_timeout(period) {
@@ -113,7 +114,7 @@ fn run(store: Db, seals_conn: Db, rx: mpsc::Receiver<()>, period: Duration) {
 }
 
 /// One look: when the store changed since the last one, seal what is new.
-fn pass(store: &Db, seals_conn: &Db, seen: &mut Option<i64>) {
+fn pass(store: &Db, seals_conn: &SealsDb, seen: &mut Option<i64>) {
     let now = seals::data_version(store);
     if now.is_some() && now == *seen {
         return;
@@ -126,7 +127,7 @@ fn pass(store: &Db, seals_conn: &Db, seen: &mut Option<i64>) {
 }
 
 /// Seals what is unsealed now, logging the seal; `None` when nothing was.
-pub fn seal_now(store: &Db, seals_conn: &Db) -> Result<Option<seals::Seal>, Code> {
+pub fn seal_now(store: &Db, seals_conn: &SealsDb) -> Result<Option<seals::Seal>, Code> {
     let sealed = seals::seal_pending(store, seals_conn, &mut seal_time)?;
     if let Some(s) = &sealed {
         tracing::info!(seq = s.seq, root = %canonical::hex(&s.root), "seal");

@@ -122,7 +122,7 @@ fn take_backup(
     let seals = if check_private(&seals_path, false)? {
         Some(
             Connection::open_with_flags(&seals_path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .map(Db::new)
+                .map(mosaic_bus::store::seals::SealsDb::new)
                 .map_err(|_| Code::SealsUnreadable)?,
         )
     } else {

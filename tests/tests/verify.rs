@@ -227,7 +227,7 @@ fn newest_rows_removed_and_the_chain_recomputed_pass_without_an_anchor_and_fail_
         )
         .expect("store"),
     );
-    let seals_conn = mosaic_bus::store::Db::new(db(root, "seals.sqlite"));
+    let seals_conn = mosaic_bus::store::seals::SealsDb::new(db(root, "seals.sqlite"));
     let resealed = mosaic_bus::store::seals::seal_pending(&store, &seals_conn, &mut |l| {
         mosaic_bus::sealer::seal_time(l)
     })

@@ -16,6 +16,7 @@
 //! read.
 
 use super::root::{BUS_DIR, DB_FILE, SEALS_FILE};
+use super::seals::SealsDb;
 use super::Db;
 use crate::error::Code;
 use rusqlite::backup::{Backup, StepResult};
@@ -53,7 +54,7 @@ pub fn check_destination(dest: &Path) -> Result<(), Code> {
 /// Copies the store `store` is open on (and the seals file `seals`, when
 /// given) into a new data root at `dest`. `dest` must be free
 /// ([`check_destination`]); on failure whatever was made there is removed.
-pub fn copy_root(store: &Db, seals: Option<&Db>, dest: &Path) -> Result<Copied, Code> {
+pub fn copy_root(store: &Db, seals: Option<&SealsDb>, dest: &Path) -> Result<Copied, Code> {
     check_destination(dest)?;
     make_dir(dest)?;
     let r = copy_into(store, seals, dest);
@@ -63,11 +64,11 @@ pub fn copy_root(store: &Db, seals: Option<&Db>, dest: &Path) -> Result<Copied, 
     r
 }
 
-fn copy_into(store: &Db, seals: Option<&Db>, dest: &Path) -> Result<Copied, Code> {
+fn copy_into(store: &Db, seals: Option<&SealsDb>, dest: &Path) -> Result<Copied, Code> {
     let bus = dest.join(BUS_DIR);
     make_dir(&bus)?;
     if let Some(s) = seals {
-        copy_db(s, &bus.join(SEALS_FILE))?;
+        copy_db(s.file(), &bus.join(SEALS_FILE))?;
     }
     copy_db(store, &bus.join(DB_FILE))?;
     sync_dir(&bus)?;

@@ -51,6 +51,39 @@ CREATE TRIGGER seals_chain BEFORE INSERT ON seals
   BEGIN SELECT RAISE(ABORT, 'append-only'); END;
 ";
 
+/// A connection to the seals file, of its own type: the sealer holds the
+/// store's [`Db`] and this side by side ([`seal_pending`]), and the
+/// compiler, not the argument order, keeps the seals from being written
+/// into the store or the store's rows read from the seals file.
+pub struct SealsDb(Db);
+
+impl SealsDb {
+    /// A connection opened elsewhere (a test's) on a seals file.
+    pub fn new(conn: Connection) -> SealsDb {
+        SealsDb(Db(conn))
+    }
+
+    /// Begins a read transaction on the seals file (see [`begin_read`]).
+    pub fn begin_read(&self) -> Result<(), Code> {
+        snapshot(&self.0, unreadable)
+    }
+
+    /// Ends it.
+    pub fn end_read(&self) {
+        end_read(&self.0)
+    }
+
+    /// `PRAGMA data_version` of the seals file (see [`data_version`]).
+    pub fn data_version(&self) -> Option<i64> {
+        data_version(&self.0)
+    }
+
+    /// The file as a plain database, for the backup's page copy only.
+    pub(crate) fn file(&self) -> &Db {
+        &self.0
+    }
+}
+
 /// One seal: `upto` maps every sealed table to the highest `seq` it covers
 /// (0: none yet); `tables` holds, for each table with rows in this seal,
 /// the SHA-256 of those rows' bytes alone, which `verify` uses to name the
@@ -101,7 +134,7 @@ fn store_unreadable(e: rusqlite::Error) -> Code {
 /// Opens the seals file for the broker's sealer: creates it (0600, WAL,
 /// its schema and `meta`) when it is missing, else checks it is a seals
 /// file for `store_id` (`seals-unreadable`, `seals-foreign`).
-pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Db, Code> {
+pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<SealsDb, Code> {
     let exists = check_private(path, false)?;
     for suffix in ["-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
@@ -130,6 +163,7 @@ pub fn open_for_sealing(path: &Path, store_id: &str) -> Result<Db, Code> {
     }
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(unreadable)?;
+    let conn = SealsDb(conn);
     // A damaged file can't carry the chain on: the start refuses.
     quick_check(&conn)?;
     check_file(&conn, Some(store_id))?;
@@ -158,7 +192,7 @@ fn init(conn: &Db, store_id: &str) -> rusqlite::Result<()> {
 
 /// A read-only connection to an existing seals file (`seals-missing` when
 /// there is none; `seals-unreadable` when it is no seals file).
-pub fn open_read(path: &Path) -> Result<Db, Code> {
+pub fn open_read(path: &Path) -> Result<SealsDb, Code> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Code::SealsMissing),
         Ok(md) if md.file_type().is_file() => {}
@@ -171,14 +205,15 @@ pub fn open_read(path: &Path) -> Result<Db, Code> {
     conn.0
         .busy_timeout(std::time::Duration::from_secs(5))
         .map_err(unreadable)?;
-    Ok(conn)
+    Ok(SealsDb(conn))
 }
 
 /// Checks the file is a seals file of this format and, given one, for
 /// `store_id`.
-pub fn check_file(conn: &Db, store_id: Option<&str>) -> Result<(), Code> {
+pub fn check_file(conn: &SealsDb, store_id: Option<&str>) -> Result<(), Code> {
     let get = |key: &str| -> Result<Option<String>, Code> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        conn.0
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(unreadable)
     };
@@ -193,8 +228,8 @@ pub fn check_file(conn: &Db, store_id: Option<&str>) -> Result<(), Code> {
 }
 
 /// `PRAGMA quick_check` on the seals file (`seals-unreadable` unless "ok").
-pub fn quick_check(conn: &Db) -> Result<(), Code> {
-    let mut st = conn.prepare("PRAGMA quick_check").map_err(unreadable)?;
+pub fn quick_check(conn: &SealsDb) -> Result<(), Code> {
+    let mut st = conn.0.prepare("PRAGMA quick_check").map_err(unreadable)?;
     let mut rows = st.query([]).map_err(unreadable)?;
     let first: Option<String> = match rows.next().map_err(unreadable)? {
         Some(r) => Some(r.get(0).map_err(unreadable)?),
@@ -248,7 +283,7 @@ fn parse_seal(
 
 /// A read-only handle on the seals file, for the `seal` verb and the
 /// `seals` host op: its connection stays in the store.
-pub struct SealsReader(Db);
+pub struct SealsReader(SealsDb);
 
 impl SealsReader {
     /// Opens the seals file read-only (see [`open_read`]).
@@ -268,18 +303,20 @@ impl SealsReader {
 }
 
 /// The newest seal, if any.
-pub fn newest(conn: &Db) -> Result<Option<Seal>, Code> {
-    conn.prepare_cached(&format!(
-        "SELECT {SEAL_COLUMNS} FROM seals ORDER BY seq DESC LIMIT 1"
-    ))
-    .and_then(|mut st| st.query_row([], seal_from_row).optional())
-    .map_err(unreadable)?
-    .transpose()
+pub fn newest(conn: &SealsDb) -> Result<Option<Seal>, Code> {
+    conn.0
+        .prepare_cached(&format!(
+            "SELECT {SEAL_COLUMNS} FROM seals ORDER BY seq DESC LIMIT 1"
+        ))
+        .and_then(|mut st| st.query_row([], seal_from_row).optional())
+        .map_err(unreadable)?
+        .transpose()
 }
 
 /// Up to `limit` seals after `after`, oldest first.
-pub fn after(conn: &Db, after: i64, limit: i64) -> Result<Vec<Seal>, Code> {
+pub fn after(conn: &SealsDb, after: i64, limit: i64) -> Result<Vec<Seal>, Code> {
     let mut st = conn
+        .0
         .prepare_cached(&format!(
             "SELECT {SEAL_COLUMNS} FROM seals WHERE seq > ?1 ORDER BY seq LIMIT ?2"
         ))
@@ -295,8 +332,9 @@ pub fn after(conn: &Db, after: i64, limit: i64) -> Result<Vec<Seal>, Code> {
 }
 
 /// Calls `f` with every seal, oldest first, one at a time.
-pub fn each(conn: &Db, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> Result<(), Code> {
+pub fn each(conn: &SealsDb, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> Result<(), Code> {
     let mut st = conn
+        .0
         .prepare(&format!("SELECT {SEAL_COLUMNS} FROM seals ORDER BY seq"))
         .map_err(unreadable)?;
     let mut rows = st.query([]).map_err(unreadable)?;
@@ -308,12 +346,11 @@ pub fn each(conn: &Db, f: &mut dyn FnMut(Seal) -> Result<(), Code>) -> Result<()
 
 /// Begins a read transaction and takes its snapshot now (a WAL read
 /// transaction starts at its first read, not at `BEGIN`).
-pub fn begin_read(conn: &Db, seals_file: bool) -> Result<(), Code> {
-    let err = if seals_file {
-        unreadable
-    } else {
-        store_unreadable
-    };
+pub fn begin_read(store: &Db) -> Result<(), Code> {
+    snapshot(store, store_unreadable)
+}
+
+fn snapshot(conn: &Db, err: fn(rusqlite::Error) -> Code) -> Result<(), Code> {
     conn.execute_batch("BEGIN").map_err(err)?;
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
         r.get::<_, i64>(0)
@@ -439,7 +476,7 @@ pub fn each_row(
 /// timestamp (later than the last seal's).
 pub fn seal_pending(
     store: &Db,
-    seals: &Db,
+    seals: &SealsDb,
     now: &mut dyn FnMut(Option<&str>) -> String,
 ) -> Result<Option<Seal>, Code> {
     let last = newest(seals)?;
@@ -447,7 +484,7 @@ pub fn seal_pending(
         Some(s) => (s.root, s.upto.clone()),
         None => (canonical::ZERO, BTreeMap::new()),
     };
-    begin_read(store, false)?;
+    begin_read(store)?;
     let r = seal_in_snapshot(store, &prev, &prev_upto);
     end_read(store);
     let Some((hashed, upto)) = r? else {
@@ -493,7 +530,7 @@ fn seal_in_snapshot(
 }
 
 /// Appends one seal (its own transaction, durable on return).
-pub fn append(seals: &Db, seal: &Seal) -> Result<(), Code> {
+pub fn append(seals: &SealsDb, seal: &Seal) -> Result<(), Code> {
     let upto = serde_json::to_string(&seal.upto).map_err(|_| Code::StorageUnavailable)?;
     let tables: BTreeMap<&str, String> = seal
         .tables
@@ -502,6 +539,7 @@ pub fn append(seals: &Db, seal: &Seal) -> Result<(), Code> {
         .collect();
     let tables = serde_json::to_string(&tables).map_err(|_| Code::StorageUnavailable)?;
     seals
+        .0
         .prepare_cached(
             "INSERT INTO seals(seq, at, prev, root, upto, tables) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )

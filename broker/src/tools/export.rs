@@ -24,6 +24,7 @@
 use crate::error::Code;
 use crate::store::root::{BUS_DIR, DB_FILE, SEALS_FILE};
 use crate::store::schema::SEALED_TABLES;
+use crate::store::seals::SealsDb;
 use crate::store::seals::{self, Upto};
 use crate::store::Db;
 use crate::store::{self as st, export};
@@ -92,7 +93,7 @@ impl Cursor {
 /// A running export: its two read connections and where it stands.
 pub struct Export {
     store: Db,
-    seals: Db,
+    seals: SealsDb,
     cursor: Cursor,
     /// The last seal whose rows were all exported, and its `upto`.
     seal_done: i64,
@@ -121,24 +122,18 @@ impl Export {
 
     /// Whether either file changed since the last pass.
     pub fn changed(&self) -> bool {
-        let now = (
-            seals::data_version(&self.store),
-            seals::data_version(&self.seals),
-        );
+        let now = (seals::data_version(&self.store), self.seals.data_version());
         now.0.is_none() || now != self.seen
     }
 
     /// One pass: writes every row not exported yet, in order. Returns how
     /// many, or `None` when `out` is gone.
     pub fn pass(&mut self, out: &mut dyn Write) -> Result<Option<u64>, Code> {
-        self.seen = (
-            seals::data_version(&self.store),
-            seals::data_version(&self.seals),
-        );
-        seals::begin_read(&self.seals, true)?;
-        let r = seals::begin_read(&self.store, false).and_then(|()| self.in_snapshot(out));
+        self.seen = (seals::data_version(&self.store), self.seals.data_version());
+        self.seals.begin_read()?;
+        let r = seals::begin_read(&self.store).and_then(|()| self.in_snapshot(out));
         seals::end_read(&self.store);
-        seals::end_read(&self.seals);
+        self.seals.end_read();
         r
     }
 

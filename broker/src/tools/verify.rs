@@ -11,6 +11,7 @@ use crate::error::Code;
 use crate::store::canonical::{self, Digest32};
 use crate::store::root::{BUS_DIR, DB_FILE, SEALS_FILE};
 use crate::store::schema::SEALED_TABLES;
+use crate::store::seals::SealsDb;
 use crate::store::seals::{self, Seal, Upto};
 use crate::store::Db;
 use crate::store::{self as st};
@@ -96,16 +97,21 @@ pub fn verify(data_root: &Path, anchors: &[Anchor]) -> Result<Report, Code> {
     }
     // The seals' snapshot first, then the store's: every row a seal
     // covers was committed before it, so it is in the store's snapshot.
-    seals::begin_read(&seals_conn, true)?;
-    let r = seals::begin_read(&store, false)
-        .and_then(|()| check(&store, &seals_conn, anchors, &mut report));
+    seals_conn.begin_read()?;
+    let r =
+        seals::begin_read(&store).and_then(|()| check(&store, &seals_conn, anchors, &mut report));
     seals::end_read(&store);
-    seals::end_read(&seals_conn);
+    seals_conn.end_read();
     r?;
     Ok(report)
 }
 
-fn check(store: &Db, seals_conn: &Db, anchors: &[Anchor], report: &mut Report) -> Result<(), Code> {
+fn check(
+    store: &Db,
+    seals_conn: &SealsDb,
+    anchors: &[Anchor],
+    report: &mut Report,
+) -> Result<(), Code> {
     let mut wanted: BTreeMap<i64, Vec<&Anchor>> = BTreeMap::new();
     for a in anchors {
         wanted.entry(a.seq).or_default().push(a);
