@@ -9,7 +9,8 @@ use std::path::Path;
 #[path = "support/migrate_env.rs"]
 mod migrate_env;
 use migrate_env::{
-    broker_store, cli, contents, db, path, refused, rows_3b, store_3b, this_broker_refuses,
+    broker_store, cli, contents, db, hand_over, path, refused, rows_3b, store_3b,
+    this_broker_refuses,
 };
 
 /// Runs a statement with one trigger lifted, then puts the trigger back
@@ -213,12 +214,6 @@ fn a_damaged_current_store_refuses_instead_of_passing_as_current() {
     c.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE notes (x);")
         .expect("other db");
     drop(c);
-    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
-        let _ = std::fs::set_permissions(
-            root.path().join("bus").join(f),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        );
-    }
-    bus.release_lock();
+    hand_over(bus, root.path());
     refused(&cli(&[path(&root)]), "schema-metadata");
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 #[path = "support/migrate_env.rs"]
 mod migrate_env;
 use migrate_env::{
-    cli, config, contents, counters, db, dump, master_rows, path, rows_3b, store_3b,
+    cli, config, contents, counters, db, dump, hand_over, master_rows, path, rows_3b, store_3b,
     store_3h_with_usage, store_populated, this_broker_refuses, usage_rows, MESSAGE_COLUMNS_3F,
 };
 
@@ -167,13 +167,7 @@ fn store_3d(root: &Path) {
     )
     .expect("3d evidence");
     drop(c);
-    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
-        let _ = std::fs::set_permissions(
-            root.join("bus").join(f),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        );
-    }
-    bus.release_lock();
+    hand_over(bus, root);
 }
 
 /// The columns `decisions` had before 3f added the spec citation.

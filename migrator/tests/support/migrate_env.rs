@@ -188,6 +188,13 @@ pub fn store_3b(root: &Path) {
     )
     .expect("3b evidence");
     drop(c);
+    hand_over(bus, root);
+}
+
+/// Leaves a store made by hand as the broker leaves its files (0600,
+/// whatever SQLite made the WAL and shared-memory files) and lets go of its
+/// lock, so that `mosaic-migrate` may take it.
+pub fn hand_over(bus: BusDir, root: &Path) {
     for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
         let _ = std::fs::set_permissions(
             root.join("bus").join(f),
@@ -297,13 +304,7 @@ pub fn store_populated(root: &Path, version: &str) {
     )
     .expect("3e evidence");
     drop(c);
-    for f in ["bus.sqlite", "bus.sqlite-wal", "bus.sqlite-shm"] {
-        let _ = std::fs::set_permissions(
-            root.join("bus").join(f),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        );
-    }
-    bus.release_lock();
+    hand_over(bus, root);
 }
 
 /// The rows of `usage_records` (every column, `seq` first) and the table's
