@@ -179,6 +179,11 @@ fn trail_finds_each_sends_authorization_at_any_depth() {
         assert_eq!(a["run"], json!(format!("run-{from}")), "message {k}");
         assert_eq!(a["subject"], json!(to), "message {k}");
         assert_eq!(a["body"]["action"], "message.send");
+        // Found through its message, never by its own id (`events_id`
+        // leaves it out): as a trail subject that id is unknown, and an
+        // unknown subject's trail is an empty list.
+        let own = e.ok(&reader(), "trail", json!({"subject": a["id"]}));
+        assert_eq!(own, json!([]), "message {k}");
     }
     let h = human_sent.expect("a human message");
     let trail = e.ok(&reader(), "trail", json!({"subject": h}));

@@ -153,10 +153,9 @@ pub fn event(e: &EventRow) -> Value {
     })
 }
 
-/// A role claim as `trail` shows it.
-pub fn claim(c: &ClaimRow) -> Value {
+/// A claim row's own fields, as both views below show them.
+fn claim_fields(c: &ClaimRow) -> Value {
     json!({
-        "record": "claim",
         "seq": c.seq,
         "role": c.role,
         "run": c.run,
@@ -167,18 +166,18 @@ pub fn claim(c: &ClaimRow) -> Value {
     })
 }
 
+/// A role claim as `trail` shows it.
+pub fn claim(c: &ClaimRow) -> Value {
+    let mut v = claim_fields(c);
+    v["record"] = json!("claim");
+    v
+}
+
 /// A role's latest claim as `agents` shows it (with its business).
 pub fn claim_of(business: &str, c: &ClaimRow) -> Value {
-    json!({
-        "seq": c.seq,
-        "business": business,
-        "role": c.role,
-        "run": c.run,
-        "op": c.op,
-        "decision": c.decision,
-        "by": c.by,
-        "at": c.at,
-    })
+    let mut v = claim_fields(c);
+    v["business"] = json!(business);
+    v
 }
 
 /// A thread instance's held thread, shaped as a role claim with `thread`

@@ -286,14 +286,16 @@ mod tests {
     fn the_events_indexes_are_partial_on_what_the_reads_say() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         conn.execute_batch(SCHEMA_SQL).unwrap();
+        let sql_of = |name: &str| -> String {
+            conn.query_row(
+                "SELECT sql FROM sqlite_master WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
         for index in ["events_id", "events_subject", "events_run", "events_kind"] {
-            let sql: String = conn
-                .query_row(
-                    "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1",
-                    [index],
-                    |r| r.get(0),
-                )
-                .unwrap();
+            let sql = sql_of(index);
             assert!(
                 sql.ends_with(&format!("AND {}", super::super::NOT_A_SEND))
                     || sql.ends_with(&format!("WHERE {}", super::super::NOT_A_SEND)),
@@ -317,13 +319,7 @@ mod tests {
             "messages_same_business",
             "decision_events_same_business",
         ] {
-            let sql: String = conn
-                .query_row(
-                    "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?1",
-                    [trigger],
-                    |r| r.get(0),
-                )
-                .unwrap();
+            let sql = sql_of(trigger);
             assert!(
                 sql.contains(&format!("AND {}", super::super::NOT_A_SEND)),
                 "{trigger}: {sql}"
