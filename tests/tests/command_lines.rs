@@ -165,6 +165,21 @@ fn an_unknown_option_is_one_line_naming_it_and_help_with_exit_2() {
     }
 }
 
+/// `mosaic-bench --guards` prices the guards only beside `--instructions`;
+/// alone it is a usage error: exit 2, one line on stderr, nothing made.
+#[test]
+fn mosaic_bench_guards_goes_with_instructions() {
+    let dir = empty_dir();
+    let out = run("mosaic-bench", &["--guards"], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        text(&out.stderr),
+        "{\"error\":\"usage: --guards goes with --instructions\"}\n"
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(entries(dir.path()).is_empty(), "it made files");
+}
+
 /// The shims answer `--help` and `--version` without connecting: with no
 /// socket argument, with one that names nothing, and with one a listener
 /// waits on, which sees no connection; an unknown option connects neither.

@@ -293,21 +293,27 @@ pub fn inproc(mut args: impl Iterator<Item = String>) -> ! {
     std::process::exit(0)
 }
 
-/// Runs `exe --inproc kind batch n` under callgrind; returns the
-/// instructions it executed (all threads).
-fn counted(exe: &Path, work: &Path, kind: &str, batch: usize, n: usize) -> u64 {
+/// Runs `exe --inproc kind batch n` under callgrind (with `sql` run on the
+/// writer's scratch store first, as `MOSAIC_INPROC_SQL`, when given);
+/// returns the instructions it executed (all threads).
+fn counted(exe: &Path, work: &Path, kind: &str, batch: usize, n: usize, sql: Option<&str>) -> u64 {
     let out = work.join(format!("cg.{kind}.{batch}.{n}.out"));
-    let status = Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
-            "--quiet",
-            "--cache-sim=no",
-            "--branch-sim=no",
-        ])
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(exe)
-        .args(["--inproc", kind, &batch.to_string(), &n.to_string()])
-        .stdout(std::process::Stdio::null())
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "--tool=callgrind",
+        "--quiet",
+        "--cache-sim=no",
+        "--branch-sim=no",
+    ])
+    .arg(format!("--callgrind-out-file={}", out.display()))
+    .arg(exe)
+    .args(["--inproc", kind, &batch.to_string(), &n.to_string()])
+    .stdout(std::process::Stdio::null());
+    match sql {
+        Some(sql) => cmd.env("MOSAIC_INPROC_SQL", sql),
+        None => cmd.env_remove("MOSAIC_INPROC_SQL"),
+    };
+    let status = cmd
         .status()
         .unwrap_or_else(|_| fail("cannot run valgrind (is it installed?)"));
     if !status.success() {
@@ -324,6 +330,16 @@ fn counted(exe: &Path, work: &Path, kind: &str, batch: usize, n: usize) -> u64 {
         .unwrap_or_else(|| fail("no total in the callgrind output"));
     let _ = std::fs::remove_file(&out);
     total
+}
+
+/// Instructions per send of `kind` at `batch` sends per commit: the
+/// difference between a long and a short counted run, over the sends
+/// between them.
+fn per_send(exe: &Path, work: &Path, kind: &str, batch: usize, sql: Option<&str>) -> f64 {
+    let (short, long) = runs(batch);
+    let a = counted(exe, work, kind, batch, short, sql);
+    let b = counted(exe, work, kind, batch, long, sql);
+    (b.saturating_sub(a) as f64 / (long - short) as f64).round()
 }
 
 /// The frames a run of `n` sends in commits of `batch` adds to the WAL.
@@ -351,17 +367,15 @@ pub fn report(exe: &Path) -> Value {
     let _ = std::fs::create_dir_all(&work);
     let mut out = serde_json::Map::new();
     for batch in [1usize, 32] {
-        let (short, long) = runs(batch);
+        let (_, long) = runs(batch);
         let mut per = serde_json::Map::new();
         for kind in ["writer", "minimum"] {
-            let a = counted(exe, &work, kind, batch, short);
-            let b = counted(exe, &work, kind, batch, long);
-            let instructions = b.saturating_sub(a) as f64 / (long - short) as f64;
+            let instructions = per_send(exe, &work, kind, batch, None);
             let f = frames(exe, kind, batch, long);
             per.insert(
                 kind.into(),
                 json!({
-                    "instructions_per_send": instructions.round(),
+                    "instructions_per_send": instructions,
                     "wal_frames_per_send": f["wal_frames_per_send"],
                     "wal_frames_per_commit": f["wal_frames_per_commit"],
                 }),
@@ -386,5 +400,72 @@ pub fn report(exe: &Path) -> Value {
             "writer WAL frames per 1-client send (goal <= 5)": one["writer"]["wal_frames_per_send"],
         },
         "figures": out,
+    })
+}
+
+/// The `BEFORE INSERT` guards of the two tables a send writes, by name, as a
+/// new store has them.
+fn send_guards(work: &Path) -> Vec<String> {
+    let dir = work.join("guards");
+    let _ = std::fs::create_dir_all(&dir);
+    let db = Writer::open(&dir).db();
+    let conn = Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|_| fail("open the scratch store"));
+    let names = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger'
+               AND tbl_name IN ('events', 'messages') AND sql LIKE '%BEFORE INSERT%'
+             ORDER BY tbl_name, name",
+        )
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .unwrap_or_else(|_| fail("read the guards"));
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+    names
+}
+
+/// `--instructions --guards`: what each `BEFORE INSERT` guard of `events`
+/// and `messages` costs the writer's send, at one send per commit: the
+/// instructions a send takes with that guard dropped alone from a scratch
+/// store (an experiment, never a proposal), and with all of them dropped,
+/// beside the store as it is and the spec minimum.
+pub fn guards(exe: &Path) -> Value {
+    let work = std::env::temp_dir().join(format!("mosaic-guards-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&work);
+    let names = send_guards(&work);
+    let with_all = per_send(exe, &work, "writer", 1, None);
+    let minimum = per_send(exe, &work, "minimum", 1, None);
+    let mut each = serde_json::Map::new();
+    for name in &names {
+        let without = per_send(
+            exe,
+            &work,
+            "writer",
+            1,
+            Some(&format!("DROP TRIGGER {name};")),
+        );
+        each.insert(
+            name.clone(),
+            json!({"writer_without_it": without, "its_cost": with_all - without}),
+        );
+    }
+    let drop_all: String = names.iter().map(|n| format!("DROP TRIGGER {n};")).collect();
+    let without_all = per_send(exe, &work, "writer", 1, Some(&drop_all));
+    let _ = std::fs::remove_dir_all(&work);
+    json!({
+        "instructions per send, one send per commit": {
+            "writer": with_all,
+            "spec_minimum": minimum,
+            "writer_without_every_guard": without_all,
+            "every_guard_together": with_all - without_all,
+        },
+        "writer / spec minimum": {
+            "as it is": with_all / minimum,
+            "without every guard": without_all / minimum,
+        },
+        "each guard dropped alone": each,
     })
 }

@@ -29,7 +29,8 @@
 //!
 //! `--instructions` prints the figures noise can't move: instructions per
 //! send (callgrind) and WAL frames per send, for the writer in process and
-//! for the spec minimum (`instructions.rs`).
+//! for the spec minimum (`instructions.rs`); with `--guards`, what each
+//! `BEFORE INSERT` guard of `events` and `messages` costs a send instead.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -55,7 +56,7 @@ mosaic-bench: the Mosaic bus broker's performance figures, as JSON ratios
 Usage:
   mosaic-bench [--messages N] [--per-client N] [--threads | --seals]
   mosaic-bench --profile N [--clients C]
-  mosaic-bench --instructions
+  mosaic-bench --instructions [--guards]
   mosaic-bench --help | --version
 
   --messages N     messages in the full store (default 1000000)
@@ -67,6 +68,9 @@ Usage:
   --instructions   instructions (callgrind; needs valgrind) and WAL frames per
                    send, the writer's and the spec minimum's, side by side
                    (it runs this binary as `--inproc KIND BATCH N [--frames]`)
+  --guards         with --instructions: instead, what each BEFORE INSERT guard
+                   of events and messages costs a send (each dropped alone
+                   from a scratch store, then all of them)
 
 Runs the mosaic-bus beside it; build release first (docs/performance.md).
 Exit status: 0 with the figures on stdout; 2 with one line on stderr.
@@ -1140,6 +1144,7 @@ const OPTIONS: &[&str] = &[
     "--clients",
     "--seals",
     "--instructions",
+    "--guards",
     "--inproc",
     "--frames",
 ];
@@ -1168,11 +1173,13 @@ fn bench(all: Vec<std::ffi::OsString>) {
     // a panic.
     let mut args = all.into_iter().map(|a| a.into_string().unwrap_or_default());
     let mut count_instructions = false;
+    let mut price_guards = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             // The process `--instructions` counts (see `instructions.rs`).
             "--inproc" => instructions::inproc(args),
             "--instructions" => count_instructions = true,
+            "--guards" => price_guards = true,
             "--messages" => {
                 messages = args
                     .next()
@@ -1202,9 +1209,12 @@ fn bench(all: Vec<std::ffi::OsString>) {
                     .unwrap_or_else(|| die("usage"))
             }
             _ => die(
-                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads] [--seals] [--instructions]",
+                "usage: mosaic-bench [--messages N] [--per-client N] [--profile N [--clients C]] [--threads] [--seals] [--instructions [--guards]]",
             ),
         }
+    }
+    if price_guards && !count_instructions {
+        die("usage: --guards goes with --instructions");
     }
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
@@ -1233,7 +1243,11 @@ fn bench(all: Vec<std::ffi::OsString>) {
     }
 
     if count_instructions {
-        let out = instructions::report(&exe);
+        let out = if price_guards {
+            instructions::guards(&exe)
+        } else {
+            instructions::report(&exe)
+        };
         let _ = std::fs::remove_dir_all(&work);
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
