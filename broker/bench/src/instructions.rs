@@ -294,8 +294,9 @@ pub fn inproc(mut args: impl Iterator<Item = String>) -> ! {
 }
 
 /// Runs `exe --inproc kind batch n` under callgrind (with `sql` run on the
-/// writer's scratch store first, as `MOSAIC_INPROC_SQL`, when given);
-/// returns the instructions it executed (all threads).
+/// writer's scratch store first, as `MOSAIC_INPROC_SQL`, when given;
+/// otherwise the variable passes through as this process has it, for
+/// experiments by hand); returns the instructions it executed (all threads).
 fn counted(exe: &Path, work: &Path, kind: &str, batch: usize, n: usize, sql: Option<&str>) -> u64 {
     let out = work.join(format!("cg.{kind}.{batch}.{n}.out"));
     let mut cmd = Command::new("valgrind");
@@ -309,10 +310,9 @@ fn counted(exe: &Path, work: &Path, kind: &str, batch: usize, n: usize, sql: Opt
     .arg(exe)
     .args(["--inproc", kind, &batch.to_string(), &n.to_string()])
     .stdout(std::process::Stdio::null());
-    match sql {
-        Some(sql) => cmd.env("MOSAIC_INPROC_SQL", sql),
-        None => cmd.env_remove("MOSAIC_INPROC_SQL"),
-    };
+    if let Some(sql) = sql {
+        cmd.env("MOSAIC_INPROC_SQL", sql);
+    }
     let status = cmd
         .status()
         .unwrap_or_else(|_| fail("cannot run valgrind (is it installed?)"));
